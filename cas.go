@@ -1,0 +1,68 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+)
+
+// Complete offers the attempt's result to its job. The store performs a
+// compare-and-swap on the job's version:
+//
+//	UPDATE jobs SET result = …, completed_by = …, state = 'succeeded', version = version + 1
+//	WHERE id = $job AND version = $base AND completed_by IS NULL
+//
+// where $base is the version the attempt read when it started. Exactly one
+// attempt of a job can win, and finishing order decides, not starting order.
+//
+// The winner's attempt becomes succeeded and Complete returns the job with the
+// result. A loser's result is dropped, not stored anywhere: its attempt
+// becomes lost, the race is logged at warning level, and Complete returns an
+// error matching ErrLostRace whose LostRaceError names the winner. A result
+// for a job that was cancelled meanwhile is dropped the same way, the attempt
+// becomes cancelled and the error matches ErrJobClosed.
+//
+// Complete is safe to repeat: calling it again for the attempt that won
+// returns the job and writes nothing; calling it again for a loser returns
+// ErrLostRace again. Once begun, the write is not abandoned
+// when ctx is cancelled (it is bounded by Options.WriteTimeout), so a result
+// that was paid for is not lost to an impatient caller.
+//
+// Errors: ErrInvalidInput, ErrNotFound, ErrLostRace, ErrJobClosed,
+// ErrInvalidTransition (the attempt was already failed or cancelled),
+// ErrContractViolation, ErrStorage.
+func (m *Manager) Complete(ctx context.Context, attemptID string, result json.RawMessage) (Job, error) {
+	if err := m.checkID(ctx, "attempt ID", attemptID); err != nil {
+		return Job{}, err
+	}
+	if err := m.checkResult(result); err != nil {
+		return Job{}, err
+	}
+	start := time.Now()
+	wctx, cancel := m.writeContext(ctx)
+	defer cancel()
+	j, a, err := m.store.CompleteAttempt(wctx, Completion{AttemptID: attemptID, Result: result, At: m.now()})
+	switch {
+	case err == nil:
+		m.emit(ctx, Event{Type: EventAttemptSucceeded, JobID: j.ID, AttemptID: attemptID, Provider: a.Provider, Duration: time.Since(start)})
+		return j, nil
+	case errors.Is(err, ErrInvalidTransition) && a.State == AttemptSucceeded && j.CompletedBy == attemptID:
+		// This attempt already won: a retried call after an ambiguous failure.
+		return j, nil
+	case errors.Is(err, ErrInvalidTransition) && a.State == AttemptLost:
+		// Already lost: the same answer again, without logging the race twice.
+		return Job{}, &LostRaceError{JobID: a.JobID, AttemptID: attemptID, WinnerID: j.CompletedBy}
+	}
+	var lost *LostRaceError
+	if errors.As(err, &lost) {
+		m.logger.LogAttrs(ctx, slog.LevelWarn, "jobs: late result dropped",
+			slog.String("job_id", lost.JobID),
+			slog.String("attempt_id", lost.AttemptID),
+			slog.String("winner_id", lost.WinnerID),
+			slog.String("provider", a.Provider))
+		m.emit(ctx, Event{Type: EventRaceLost, JobID: lost.JobID, AttemptID: attemptID, WinnerID: lost.WinnerID, Provider: a.Provider, Duration: time.Since(start)})
+	}
+	return Job{}, err
+}

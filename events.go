@@ -1,0 +1,56 @@
+package jobs
+
+import (
+	"context"
+	"time"
+)
+
+// EventType names what happened.
+type EventType string
+
+// Event types.
+const (
+	EventJobCreated        EventType = "job.created"
+	EventJobReplayed       EventType = "job.replayed"
+	EventKeyConflict       EventType = "job.key_conflict"
+	EventJobFailed         EventType = "job.failed"
+	EventJobCancelled      EventType = "job.cancelled"
+	EventAttemptStarted    EventType = "attempt.started"
+	EventAttemptRefused    EventType = "attempt.refused"
+	EventAttemptRunning    EventType = "attempt.running"
+	EventAttemptUnknown    EventType = "attempt.unknown"
+	EventAttemptSucceeded  EventType = "attempt.succeeded"
+	EventAttemptFailed     EventType = "attempt.failed"
+	EventAttemptCancelled  EventType = "attempt.cancelled"
+	EventRaceLost          EventType = "attempt.race_lost"
+	EventContractViolation EventType = "attempt.contract_violation"
+)
+
+// Event describes one meaningful change, for metrics, traces and audit logs.
+// Fields that do not apply are empty.
+type Event struct {
+	Type      EventType
+	Time      time.Time
+	JobID     string
+	AttemptID string
+	WinnerID  string // for EventRaceLost: the attempt that won
+	Owner     string
+	Kind      string
+	Provider  string
+	Reason    string
+	Err       error         // for refusals: why
+	Duration  time.Duration // time spent in the store
+}
+
+// Observer receives events. Observe is called synchronously on the caller's
+// goroutine after the change is stored; it must be fast and safe for
+// concurrent use. A Manager without an Observer does no event work at all.
+type Observer interface {
+	Observe(ctx context.Context, e Event)
+}
+
+// ObserverFunc adapts a function to the Observer interface.
+type ObserverFunc func(ctx context.Context, e Event)
+
+// Observe calls f(ctx, e).
+func (f ObserverFunc) Observe(ctx context.Context, e Event) { f(ctx, e) }

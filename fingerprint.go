@@ -1,0 +1,381 @@
+package jobs
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxJSONDepth bounds nesting so that hostile input cannot exhaust the stack.
+const maxJSONDepth = 128
+
+// Fingerprint returns the hex SHA-256 of an intent: kind, provider and params
+// in canonical form (see Canonicalize). The owner is not part of it: the
+// owner and key select the job, the fingerprint says what it asks for.
+func Fingerprint(kind, provider string, canonicalParams []byte) string {
+	h := sha256.New()
+	var n [8]byte
+	for _, part := range [][]byte{[]byte("jobs.fingerprint.v1"), []byte(kind), []byte(provider), canonicalParams} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Canonicalize returns the canonical form of a JSON value: no insignificant
+// whitespace, object members sorted by key (bytewise, on the UTF-8 form),
+// strings with escapes resolved and re-escaped minimally. Numbers keep their
+// literal text, so 1 and 1.0 are different values. Two documents that differ
+// only in key order or whitespace have the same canonical form; any change of
+// a value changes it.
+//
+// It rejects invalid JSON, invalid UTF-8, duplicate object keys (whose
+// meaning differs between parsers), trailing data and nesting deeper than 128.
+func Canonicalize(data []byte) ([]byte, error) {
+	p := canonParser{in: data}
+	out := make([]byte, 0, len(data))
+	p.skipSpace()
+	out, err := p.value(out, 0)
+	if err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.pos != len(p.in) {
+		return nil, p.errorf("unexpected data after the value")
+	}
+	return out, nil
+}
+
+type canonParser struct {
+	in  []byte
+	pos int
+}
+
+func (p *canonParser) errorf(format string, args ...any) error {
+	return fmt.Errorf("JSON at byte %d: %s", p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *canonParser) skipSpace() {
+	for p.pos < len(p.in) {
+		switch p.in[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *canonParser) value(out []byte, depth int) ([]byte, error) {
+	if depth > maxJSONDepth {
+		return nil, p.errorf("nested deeper than %d", maxJSONDepth)
+	}
+	if p.pos >= len(p.in) {
+		return nil, p.errorf("unexpected end of input")
+	}
+	switch c := p.in[p.pos]; {
+	case c == '{':
+		return p.object(out, depth)
+	case c == '[':
+		return p.array(out, depth)
+	case c == '"':
+		s, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		return appendString(out, s), nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number(out)
+	case p.literal("true"):
+		return append(out, "true"...), nil
+	case p.literal("false"):
+		return append(out, "false"...), nil
+	case p.literal("null"):
+		return append(out, "null"...), nil
+	}
+	return nil, p.errorf("unexpected character %q", p.in[p.pos])
+}
+
+func (p *canonParser) literal(word string) bool {
+	if bytes.HasPrefix(p.in[p.pos:], []byte(word)) {
+		p.pos += len(word)
+		return true
+	}
+	return false
+}
+
+type member struct {
+	key   string
+	value []byte
+}
+
+func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
+	p.pos++ // {
+	var members []member
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == '}' {
+		p.pos++
+		return append(out, "{}"...), nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+			return nil, p.errorf("expected an object key")
+		}
+		key, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+			return nil, p.errorf("expected ':' after an object key")
+		}
+		p.pos++
+		p.skipSpace()
+		v, err := p.value(nil, depth+1)
+		if err != nil {
+			return nil, err
+		}
+		members = append(members, member{key, v})
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return nil, p.errorf("unexpected end of input in an object")
+		}
+		if p.in[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.in[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		return nil, p.errorf("expected ',' or '}' in an object")
+	}
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
+	out = append(out, '{')
+	for i, m := range members {
+		if i > 0 {
+			if members[i-1].key == m.key {
+				return nil, errors.New("duplicate object key " + strconvQuote(m.key))
+			}
+			out = append(out, ',')
+		}
+		out = appendString(out, m.key)
+		out = append(out, ':')
+		out = append(out, m.value...)
+	}
+	return append(out, '}'), nil
+}
+
+func (p *canonParser) array(out []byte, depth int) ([]byte, error) {
+	p.pos++ // [
+	out = append(out, '[')
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == ']' {
+		p.pos++
+		return append(out, ']'), nil
+	}
+	for first := true; ; first = false {
+		if !first {
+			out = append(out, ',')
+		}
+		p.skipSpace()
+		var err error
+		if out, err = p.value(out, depth+1); err != nil {
+			return nil, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return nil, p.errorf("unexpected end of input in an array")
+		}
+		switch p.in[p.pos] {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			return append(out, ']'), nil
+		default:
+			return nil, p.errorf("expected ',' or ']' in an array")
+		}
+	}
+}
+
+// number validates the JSON number grammar and copies the literal.
+func (p *canonParser) number(out []byte) ([]byte, error) {
+	start := p.pos
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.in) && p.in[p.pos] >= '0' && p.in[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	if p.in[p.pos] == '-' {
+		p.pos++
+	}
+	intStart := p.pos
+	if n := digits(); n == 0 || (n > 1 && p.in[intStart] == '0') {
+		return nil, p.errorf("invalid number")
+	}
+	if p.pos < len(p.in) && p.in[p.pos] == '.' {
+		p.pos++
+		if digits() == 0 {
+			return nil, p.errorf("invalid number")
+		}
+	}
+	if p.pos < len(p.in) && (p.in[p.pos] == 'e' || p.in[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.in) && (p.in[p.pos] == '+' || p.in[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return nil, p.errorf("invalid number")
+		}
+	}
+	return append(out, p.in[start:p.pos]...), nil
+}
+
+// str decodes a JSON string starting at the opening quote.
+func (p *canonParser) str() (string, error) {
+	p.pos++ // "
+	start := p.pos
+	// Fast path: no escapes.
+	for p.pos < len(p.in) {
+		c := p.in[p.pos]
+		if c == '"' {
+			s := p.in[start:p.pos]
+			if !utf8.Valid(s) {
+				return "", p.errorf("string is not valid UTF-8")
+			}
+			p.pos++
+			return string(s), nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", p.errorf("control character in a string")
+		}
+		p.pos++
+	}
+	buf := append([]byte(nil), p.in[start:p.pos]...)
+	for p.pos < len(p.in) {
+		c := p.in[p.pos]
+		switch {
+		case c == '"':
+			if !utf8.Valid(buf) {
+				return "", p.errorf("string is not valid UTF-8")
+			}
+			p.pos++
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.errorf("control character in a string")
+		case c != '\\':
+			buf = append(buf, c)
+			p.pos++
+			continue
+		}
+		p.pos++
+		if p.pos >= len(p.in) {
+			break
+		}
+		e := p.in[p.pos]
+		p.pos++
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", p.errorf("invalid \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if p.pos+1 < len(p.in) && p.in[p.pos] == '\\' && p.in[p.pos+1] == 'u' {
+					p.pos += 2
+					if r2, ok = p.hex4(); !ok {
+						return "", p.errorf("invalid \\u escape")
+					}
+				}
+				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
+					return "", p.errorf("invalid UTF-16 surrogate pair")
+				}
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", p.errorf("invalid escape \\%c", e)
+		}
+	}
+	return "", p.errorf("unterminated string")
+}
+
+func (p *canonParser) hex4() (rune, bool) {
+	if p.pos+4 > len(p.in) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.in[p.pos : p.pos+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	p.pos += 4
+	return r, true
+}
+
+// appendString writes s as a JSON string, escaping only what JSON requires.
+func appendString(out []byte, s string) []byte {
+	const hexDigits = "0123456789abcdef"
+	out = append(out, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			out = append(out, '\\', c)
+		case c == '\n':
+			out = append(out, '\\', 'n')
+		case c == '\r':
+			out = append(out, '\\', 'r')
+		case c == '\t':
+			out = append(out, '\\', 't')
+		case c == '\b':
+			out = append(out, '\\', 'b')
+		case c == '\f':
+			out = append(out, '\\', 'f')
+		case c < 0x20:
+			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+		default:
+			out = append(out, c)
+		}
+	}
+	return append(out, '"')
+}
+
+func strconvQuote(s string) string { return string(appendString(nil, s)) }

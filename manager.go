@@ -1,0 +1,119 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Default limits and timeouts; see Options.
+const (
+	DefaultMaxParamsBytes = 64 << 10 // 64 KiB
+	DefaultMaxResultBytes = 1 << 20  // 1 MiB
+	DefaultWriteTimeout   = 15 * time.Second
+)
+
+// Options configures a Manager. The zero value is ready to use.
+type Options struct {
+	// Now returns the current time. Tests set it to control the clock.
+	// Defaults to time.Now. Times are stored in UTC with microsecond precision.
+	Now func() time.Time
+
+	// Logger receives lost races (at warning level) and other notable events.
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+
+	// Observer, if set, receives an Event for every meaningful change.
+	Observer Observer
+
+	// Hedging lets every StartAttempt start past a running attempt, as if
+	// Hedge() were passed. It never allows an attempt past a starting or
+	// unknown one.
+	Hedging bool
+
+	// MaxParamsBytes limits the size of SubmitRequest.Params in bytes.
+	// Defaults to DefaultMaxParamsBytes.
+	MaxParamsBytes int
+
+	// MaxResultBytes limits the size of a result passed to Complete.
+	// Defaults to DefaultMaxResultBytes.
+	MaxResultBytes int
+
+	// WriteTimeout bounds writes that record an attempt's outcome (Complete,
+	// Fail, Cancel, MarkRunning, MarkUnknown, FailJob, CancelJob). They run to
+	// the end even if the caller's context is cancelled once they have begun,
+	// so that an outcome the provider already produced is not lost.
+	// Defaults to DefaultWriteTimeout.
+	WriteTimeout time.Duration
+}
+
+// Manager is the entry point: it validates input, fingerprints intents, owns
+// the state machines and maps the store's answers to this package's errors.
+// The Store only persists. A Manager is safe for concurrent use.
+type Manager struct {
+	store  Store
+	opts   Options
+	now    func() time.Time
+	logger *slog.Logger
+	obs    Observer
+}
+
+// New returns a Manager over store.
+func New(store Store, opts Options) *Manager {
+	if opts.MaxParamsBytes <= 0 {
+		opts.MaxParamsBytes = DefaultMaxParamsBytes
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = DefaultMaxResultBytes
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
+	m := &Manager{store: store, opts: opts, logger: opts.Logger, obs: opts.Observer}
+	if m.logger == nil {
+		m.logger = slog.Default()
+	}
+	clock := opts.Now
+	if clock == nil {
+		clock = time.Now
+	}
+	m.now = func() time.Time { return clock().UTC().Truncate(time.Microsecond) }
+	return m
+}
+
+// Store returns the store the Manager writes to.
+func (m *Manager) Store() Store { return m.store }
+
+// writeContext detaches an outcome-recording write from the caller's
+// cancellation, bounded by WriteTimeout.
+func (m *Manager) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), m.opts.WriteTimeout)
+}
+
+// checkID checks ctx and an ID argument before anything is read or written.
+func (m *Manager) checkID(ctx context.Context, field, id string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if id == "" {
+		return invalid(field, "empty")
+	}
+	if len(id) > maxNameBytes {
+		return invalid(field, "longer than %d bytes", maxNameBytes)
+	}
+	return nil
+}
+
+func (m *Manager) emit(ctx context.Context, e Event) {
+	if m.obs == nil {
+		return
+	}
+	e.Time = m.now()
+	m.obs.Observe(ctx, e)
+}
+
+func errUnsupported(op string) error {
+	return fmt.Errorf("jobs: %s: store does not support it: %w", op, errors.ErrUnsupported)
+}

@@ -1,0 +1,164 @@
+//go:build cgo
+
+package jobs
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/mattn/go-sqlite3"
+)
+
+// sqliteParams are the connection settings OpenSQLite uses:
+//   - WAL, so that readers never block the writer and the writer never blocks readers;
+//   - synchronous=FULL, so that a committed job survives a power cut (a job
+//     lost after its provider was called would be charged again on retry);
+//   - a busy timeout, so that a writer in another process is waited for
+//     rather than reported;
+//   - immediate transactions, so that a transaction takes the write lock at
+//     BEGIN, where waiting is safe, instead of failing at its first write;
+//   - foreign keys, so that attempts cannot outlive their job.
+const sqliteParams = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign_keys=on&_txlock=immediate"
+
+// OpenSQLite opens (creating if needed) the SQLite database at dsn, a file
+// path or a "file:" URI, and applies the schema. Writes go through one
+// connection, reads through a pool, so that goroutines of one process queue
+// for the write lock in Go instead of spinning on SQLITE_BUSY; other
+// processes are waited for by the busy timeout, and a transaction still
+// refused after it is retried until ctx ends. ":memory:" gives a private
+// in-memory database on a single connection.
+func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore, error) {
+	path, query, _ := strings.Cut(dsn, "?")
+	memory := path == ":memory:" || strings.Contains(query, "mode=memory")
+	full := path + "?" + sqliteParams
+	if query != "" {
+		full += "&" + query
+	}
+	w, err := sql.Open("sqlite3", full)
+	if err != nil {
+		return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	r := w
+	if !memory {
+		if r, err = sql.Open("sqlite3", full); err != nil {
+			w.Close()
+			return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
+		}
+		n := max(4, runtime.GOMAXPROCS(0))
+		r.SetMaxOpenConns(n)
+		r.SetMaxIdleConns(n)
+	}
+	s := newSQLStore(sqliteDialect, w, r)
+	s.owned = append(s.owned, w)
+	if r != w {
+		s.owned = append(s.owned, r)
+	}
+	if err := s.init(ctx, opts); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewSQLiteStore returns a store over the caller's SQLite database, opened
+// with the "sqlite3" driver of github.com/mattn/go-sqlite3, and applies the
+// schema. The caller keeps ownership of db. Open it with a busy timeout
+// (_busy_timeout=5000) and, for several goroutines, WAL (_journal_mode=WAL);
+// OpenSQLite does all of that for you.
+func NewSQLiteStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*SQLStore, error) {
+	s := newSQLStore(sqliteDialect, db, nil)
+	if err := s.init(ctx, opts); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewSQLiteStoreSQLX is NewSQLiteStore for an *sqlx.DB.
+func NewSQLiteStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...StoreOption) (*SQLStore, error) {
+	return NewSQLiteStore(ctx, db.DB, opts...)
+}
+
+var sqliteDialect = &dialect{
+	name:         "sqlite",
+	rebind:       func(q string) string { return placeholder.ReplaceAllString(q, "?$1") },
+	ts:           func(t time.Time) any { return t.UnixMicro() },
+	interpret:    interpretSQLite,
+	retry:        sqliteBusy,
+	beginMigrate: "BEGIN IMMEDIATE",
+	beginWrite:   "BEGIN IMMEDIATE",
+
+	createJob: sqliteRebind(`INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8)
+    ON CONFLICT (owner, idempotency_key) DO NOTHING
+    RETURNING ` + jobCols + `, 1`),
+
+	openJob: sqliteRebind(`UPDATE jobs SET state = 'running', attempt_count = attempt_count + 1, updated_at = $3
+    ` + openJobGuard + `
+    RETURNING version, attempt_count, COALESCE(NULLIF($2, ''), provider)`),
+
+	insertAttempt: sqliteRebind(`INSERT INTO job_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $7)
+    RETURNING ` + attemptCols),
+
+	updateJobCAS: sqliteRebind(`UPDATE jobs SET state = 'succeeded', result = $3, completed_by = $4, version = version + 1,
+                    updated_at = $5, closed_at = $5
+     WHERE id = $1 AND version = $2 AND completed_by IS NULL AND state = 'running'
+    RETURNING ` + jobCols),
+}
+
+func sqliteRebind(q string) string { return placeholder.ReplaceAllString(q, "?$1") }
+
+// sqliteBusy reports whether err is SQLite's "database is locked": the
+// statement did not run and can be run again.
+func sqliteBusy(err error) bool {
+	var se *StorageError
+	if errors.As(err, &se) {
+		return se.Kind == StorageBusy
+	}
+	var e sqlite3.Error
+	return errors.As(err, &e) && (e.Code == sqlite3.ErrBusy || e.Code == sqlite3.ErrLocked)
+}
+
+// interpretSQLite maps go-sqlite3 errors to this package's errors.
+func interpretSQLite(op string, err error) error {
+	if err, ok := passThrough(op, err); ok {
+		return err
+	}
+	var e sqlite3.Error
+	if !errors.As(err, &e) {
+		return &StorageError{Op: op, Kind: StorageOther, Message: err.Error()}
+	}
+	msg := e.Error()
+	if e.ExtendedCode == sqlite3.ErrConstraintUnique || e.ExtendedCode == sqlite3.ErrConstraintPrimaryKey {
+		switch {
+		case strings.Contains(msg, "jobs.owner, jobs.idempotency_key"):
+			return errUniqueKey
+		case strings.Contains(msg, "job_attempts.job_id") && !strings.Contains(msg, "seq"):
+			return errUniqueStarting
+		}
+	}
+	kind := StorageOther
+	switch e.Code {
+	case sqlite3.ErrBusy, sqlite3.ErrLocked:
+		kind = StorageBusy
+	case sqlite3.ErrFull:
+		kind = StorageFull
+	case sqlite3.ErrReadonly:
+		kind = StorageReadOnly
+	case sqlite3.ErrCantOpen, sqlite3.ErrIoErr, sqlite3.ErrNotADB:
+		kind = StorageUnavailable
+	}
+	if e.Code == sqlite3.ErrError && strings.Contains(msg, "no such table") {
+		kind = StorageSchema
+	}
+	return &StorageError{Op: op, Kind: kind, Code: e.ExtendedCode.Error(), Message: msg}
+}
