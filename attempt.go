@@ -36,7 +36,9 @@ func (s AttemptState) Terminal() bool {
 func (s AttemptState) InDoubt() bool { return s == AttemptStarting || s == AttemptUnknown }
 
 // Open reports whether s is starting, running or unknown.
-func (s AttemptState) Open() bool { return s == AttemptStarting || s == AttemptRunning || s == AttemptUnknown }
+func (s AttemptState) Open() bool {
+	return s == AttemptStarting || s == AttemptRunning || s == AttemptUnknown
+}
 
 // Valid reports whether s is one of the attempt states.
 func (s AttemptState) Valid() bool { return s.Open() || s.Terminal() }

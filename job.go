@@ -2,8 +2,8 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
