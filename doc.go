@@ -1,0 +1,109 @@
+// Package jobs makes retries and failover safe: one user intent becomes
+// exactly one durable job, however many times the request arrives and
+// however many attempts it takes.
+//
+// A click stalls, the user clicks again; a retry loop or a fallback provider
+// fires. Two requests now carry one intention. jobs records the intention
+// once, under the client's idempotency key, and lets every later request find
+// it instead of acting again. The database enforces it: a unique constraint
+// on (owner, key), guarded updates, and a versioned compare-and-swap.
+//
+// # Quick start
+//
+//	store, err := jobs.OpenSQLite(ctx, "jobs.db") // or jobs.OpenPostgres(ctx, dsn)
+//	if err != nil { … }
+//	defer store.Close()
+//	m := jobs.New(store, jobs.Options{})
+//
+//	// In the HTTP handler: the same key always yields the same job.
+//	job, created, err := m.Submit(ctx, jobs.SubmitRequest{
+//		Owner: userID, Key: idempotencyKey,
+//		Kind: "charge", Provider: "stripe", Params: body,
+//	})
+//
+//	// In the worker, which receives job.ID:
+//	a, err := m.StartAttempt(ctx, job.ID, "")        // refused if one is in doubt
+//	ref, err := callProvider(ctx, job)                // your code
+//	m.MarkRunning(ctx, a.ID, ref)                     // the provider acknowledged
+//	job, err = m.Complete(ctx, a.ID, result)          // exactly one attempt wins
+//
+// # The model
+//
+// A [Job] is the durable record of what an owner wants: owner, idempotency
+// key, kind (the operation), target provider and parameters, and a
+// fingerprint of that intent. There is one job per (owner, key), forever.
+// An [Attempt] is one try at fulfilling a job against one provider; retries
+// and failovers are new attempts under the same job, never new jobs. Think of
+// a print shop: the ticket is the job; the inkjet that jammed and the laser
+// printer that printed are attempts 1 and 2. The customer pays once.
+//
+// [Manager.Submit] fingerprints kind, provider and params in canonical form
+// (see [Canonicalize]): reordered keys and whitespace are the same intent,
+// any changed value is not. The same key with another intent fails with
+// [ErrKeyConflict] and names the existing job; nothing is written.
+//
+// # Attempt states
+//
+//	starting ──► running ──► succeeded | lost | failed | cancelled
+//	    │           │
+//	    └───────────┴──► unknown ──► succeeded | lost | failed | cancelled
+//
+// An attempt is recorded as starting before the provider is called, and
+// becomes running when the provider acknowledges it ([Manager.MarkRunning],
+// with the provider's reference). A timeout makes it unknown
+// ([Manager.MarkUnknown]), never failed: the provider may still be working.
+// [Manager.Complete], [Manager.Fail] and [Manager.Cancel] end it from
+// starting, running or unknown. Terminal states never change; any other move
+// is [ErrInvalidTransition] and writes nothing. Repeating a move that already
+// happened (after a timeout on the caller's side, say) is not an error.
+//
+// No new attempt starts while another attempt of the job is starting or
+// unknown ([ErrAttemptInFlight] names it), nor while one is running unless
+// hedging is asked for with [Hedge] or [Options.Hedging]. Hedging never
+// passes a starting or unknown attempt.
+//
+// # Job states
+//
+//	pending ──► running ──► succeeded | failed | cancelled
+//
+// The first attempt makes a job running. Complete's compare-and-swap makes it
+// succeeded; [Manager.FailJob] gives up on it (refused while an attempt is in
+// flight); [Manager.CancelJob] closes it out of band at once. Terminal jobs
+// accept no attempt ([ErrJobClosed]) and stay bound to their key: trying the
+// same thing again after a failure is a new intent, with a new key.
+//
+// # Exactly one winner
+//
+// Every attempt remembers the job version it started from. Complete writes
+// the result only if the job is still at that version and has no winner,
+// and increments the version; so of several racing attempts, the first to
+// finish wins, whatever order they started in. Every later result is dropped
+// (stored nowhere), its attempt becomes lost, the race is logged through
+// [log/slog], and the caller gets [ErrLostRace] with the winner's ID in a
+// [LostRaceError].
+//
+// # Errors
+//
+// Every error matches at most one sentinel with [errors.Is]: [ErrNotFound],
+// [ErrKeyConflict], [ErrAttemptInFlight], [ErrLostRace],
+// [ErrInvalidTransition], [ErrJobClosed], [ErrProviderUnverified],
+// [ErrContractViolation], [ErrInvalidInput] or [ErrStorage]. Typed errors
+// carry the details for [errors.As]: [KeyConflictError] (the existing job),
+// [AttemptInFlightError] (the blocking attempt), [LostRaceError] (the
+// winner), [TransitionError], [JobClosedError], [InputError] (the field) and
+// [StorageError]. Bad input is rejected before anything is written. No
+// driver error type reaches the caller.
+//
+// # Stores
+//
+// [OpenSQLite] and [OpenPostgres] open a database and apply the schema;
+// [NewSQLiteStore] and [NewPostgresStore] (and their SQLX variants) wrap a
+// handle the caller already has. The schema ships as plain SQL through
+// [Migrations] for migration tools. [Store] is small enough to implement for
+// another database; package jobstest holds the conformance suite every
+// store runs.
+//
+// The SQLite store needs cgo (github.com/mattn/go-sqlite3). Built with
+// CGO_ENABLED=0 the package still compiles and the PostgreSQL store works;
+// OpenSQLite then returns an error.
+package jobs
