@@ -155,7 +155,12 @@ func (m *Manager) MarkRunning(ctx context.Context, attemptID, providerRef string
 // Cancel), typically by a reconciler that asks the provider. A timeout is
 // never a failure.
 //
-// Errors: ErrInvalidInput, ErrNotFound, ErrInvalidTransition, ErrStorage.
+// At most one attempt of a job is in doubt at a time: if a hedge of this
+// attempt is still starting, MarkUnknown is refused with ErrAttemptInFlight
+// naming it; record the hedge's acknowledgement or failure, then try again.
+//
+// Errors: ErrInvalidInput, ErrNotFound, ErrInvalidTransition,
+// ErrAttemptInFlight, ErrStorage.
 func (m *Manager) MarkUnknown(ctx context.Context, attemptID, reason string) (Attempt, error) {
 	return m.transition(ctx, attemptID, AttemptUnknown, "", reason, EventAttemptUnknown)
 }

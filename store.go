@@ -13,9 +13,9 @@ import (
 // concurrent callers in other processes:
 //
 //   - at most one job per (Owner, Key);
-//   - no new attempt while another attempt of the job is starting or unknown,
-//     nor while one is running unless hedging was asked for, nor on a terminal
-//     job;
+//   - at most one attempt per job starting or unknown at any time, and no
+//     new attempt while one is, nor while one is running unless hedging was
+//     asked for, nor on a terminal job;
 //   - a job is completed by at most one attempt, through a compare-and-swap on
 //     its version;
 //   - every method takes full effect or none.
@@ -57,7 +57,10 @@ type Store interface {
 	// u.From, recording u.ProviderRef and u.Reason when not empty, and
 	// FinishedAt when u.To is terminal. If the attempt is in another state it
 	// writes nothing and returns the attempt as stored together with a
-	// *TransitionError. ErrNotFound if there is no such attempt.
+	// *TransitionError. Moving to unknown while another attempt of the job is
+	// starting or unknown writes nothing and returns an *AttemptInFlightError
+	// naming it: at most one attempt per job is in doubt at any time.
+	// ErrNotFound if there is no such attempt.
 	UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error)
 
 	// CompleteAttempt offers c.Result for the attempt's job. If the attempt is

@@ -136,8 +136,8 @@ func interpretPostgres(op string, err error) error {
 			switch pgErr.ConstraintName {
 			case "jobs_owner_key_unique":
 				return errUniqueKey
-			case "job_attempts_one_starting":
-				return errUniqueStarting
+			case "job_attempts_one_in_doubt":
+				return errUniqueInDoubt
 			}
 		}
 		kind := StorageOther
@@ -172,7 +172,7 @@ func passThrough(op string, err error) (error, bool) {
 		return err, true
 	}
 	var se *StorageError
-	if errors.As(err, &se) || errors.Is(err, ErrNotFound) || errors.Is(err, errUniqueKey) || errors.Is(err, errUniqueStarting) {
+	if errors.As(err, &se) || errors.Is(err, ErrNotFound) || errors.Is(err, errUniqueKey) || errors.Is(err, errUniqueInDoubt) {
 		return err, true
 	}
 	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {

@@ -75,6 +75,9 @@ const (
     WHERE job_id = $1 AND state IN ('starting', 'unknown', 'running')
     ORDER BY CASE state WHEN 'running' THEN 1 ELSE 0 END, seq LIMIT 1`
 
+	qOtherInDoubt = `SELECT id, state FROM job_attempts
+    WHERE job_id = $1 AND id <> $2 AND state IN ('starting', 'unknown') LIMIT 1`
+
 	qUpdateAttempt = `UPDATE job_attempts SET
         state        = $2,
         provider_ref = CASE WHEN $3 = '' THEN provider_ref ELSE $3 END,
@@ -201,11 +204,11 @@ func qualify(table, cols string) string {
 	return strings.Join(parts, ", ")
 }
 
-// errUniqueKey and errUniqueStarting are what interpret returns for the two
+// errUniqueKey and errUniqueInDoubt are what interpret returns for the two
 // unique violations the store expects; they never leave the package.
 var (
 	errUniqueKey      = errors.New("unique violation: jobs (owner, idempotency_key)")
-	errUniqueStarting = errors.New("unique violation: one starting attempt per job")
+	errUniqueInDoubt = errors.New("unique violation: one attempt in doubt per job")
 )
 
 // withRetry runs fn again while the dialect says its error left nothing
@@ -412,7 +415,7 @@ func (s *SQLStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt, e
 		if err == nil {
 			return a, nil
 		}
-		if !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, errUniqueStarting) {
+		if !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, errUniqueInDoubt) {
 			return Attempt{}, err
 		}
 		// Refused: find out why, with a fresh look.
@@ -498,8 +501,24 @@ func (s *SQLStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt,
 	if err == nil {
 		return a, nil
 	}
+	err = s.d.interpret("update attempt", err)
+	if errors.Is(err, errUniqueInDoubt) {
+		// Moving to unknown while another attempt of the job is in doubt
+		// (a hedge still starting): at most one may be.
+		cur, err := s.attemptByID(ctx, s.db, u.ID)
+		if err != nil {
+			return Attempt{}, err
+		}
+		var id string
+		var state AttemptState
+		err = s.db.QueryRowContext(ctx, s.d.rebind(qOtherInDoubt), cur.JobID, u.ID).Scan(&id, &state)
+		if err != nil {
+			return Attempt{}, s.d.interpret("update attempt", err)
+		}
+		return cur, &AttemptInFlightError{JobID: cur.JobID, AttemptID: id, State: state}
+	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return Attempt{}, s.d.interpret("update attempt", err)
+		return Attempt{}, err
 	}
 	cur, err := s.attemptByID(ctx, s.db, u.ID)
 	if err != nil {

@@ -143,7 +143,7 @@ func interpretSQLite(op string, err error) error {
 		case strings.Contains(msg, "jobs.owner, jobs.idempotency_key"):
 			return errUniqueKey
 		case strings.Contains(msg, "job_attempts.job_id") && !strings.Contains(msg, "seq"):
-			return errUniqueStarting
+			return errUniqueInDoubt
 		}
 	}
 	kind := StorageOther

@@ -49,8 +49,8 @@ CREATE TABLE job_attempts (
     CONSTRAINT job_attempts_finished_check CHECK ((state IN ('succeeded', 'lost', 'failed', 'cancelled')) = (finished_at IS NOT NULL))
 );
 
--- Invariant 3, backstop for concurrent inserts: at most one starting attempt per job.
-CREATE UNIQUE INDEX job_attempts_one_starting ON job_attempts (job_id) WHERE state = 'starting';
+-- Invariant 3: at most one attempt per job in doubt (starting or unknown).
+CREATE UNIQUE INDEX job_attempts_one_in_doubt ON job_attempts (job_id) WHERE state IN ('starting', 'unknown');
 
 -- Open attempts by age, for reconcilers.
 CREATE INDEX job_attempts_open_idx ON job_attempts (updated_at) WHERE state IN ('starting', 'running', 'unknown');

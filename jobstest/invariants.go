@@ -1,0 +1,181 @@
+package jobstest
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/intentjobs/jobs"
+)
+
+// Violation is one broken invariant found by CheckInvariants.
+type Violation struct {
+	Rule   string // short name, e.g. "one-job-per-key"
+	JobID  string
+	Detail string
+}
+
+func (v Violation) String() string {
+	return fmt.Sprintf("%s: job %s: %s", v.Rule, v.JobID, v.Detail)
+}
+
+// Snapshot is everything a store holds, read through jobs.Lister.
+type Snapshot struct {
+	Jobs     []jobs.Job
+	Attempts map[string][]jobs.Attempt // by job ID
+}
+
+// TakeSnapshot reads every job and attempt of s, which must implement
+// jobs.Lister.
+func TakeSnapshot(ctx context.Context, s jobs.Store) (*Snapshot, error) {
+	l, ok := s.(jobs.Lister)
+	if !ok {
+		return nil, fmt.Errorf("jobstest: %T does not implement jobs.Lister", s)
+	}
+	snap := &Snapshot{Attempts: map[string][]jobs.Attempt{}}
+	after := ""
+	for {
+		page, err := l.ListJobs(ctx, after, 500)
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			break
+		}
+		for _, j := range page {
+			as, err := s.Attempts(ctx, j.ID)
+			if err != nil {
+				return nil, err
+			}
+			snap.Attempts[j.ID] = as
+		}
+		snap.Jobs = append(snap.Jobs, page...)
+		after = page[len(page)-1].ID
+	}
+	return snap, nil
+}
+
+// CheckInvariants reads s (see TakeSnapshot) and reports every violation of
+// the package's invariants found in it. An empty result means none.
+func CheckInvariants(ctx context.Context, s jobs.Store) ([]Violation, error) {
+	snap, err := TakeSnapshot(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	return snap.Check(), nil
+}
+
+// Check reports the violations within one snapshot:
+//   - more than one job per (owner, key);
+//   - a job whose completed_by is not one of its own succeeded attempts, or a
+//     succeeded job without a winner and a result, or a result on a job that
+//     did not succeed (a late result stored);
+//   - more than one succeeded attempt per job;
+//   - more than one attempt starting or unknown at once, or an open attempt
+//     created after an in-doubt one (an attempt started past one in doubt);
+//   - an open attempt on a job that was given up (failed);
+//   - unknown states, and attempt numbers that are not 1, 2, 3, ….
+func (snap *Snapshot) Check() []Violation {
+	var out []Violation
+	add := func(rule, jobID, format string, args ...any) {
+		out = append(out, Violation{Rule: rule, JobID: jobID, Detail: fmt.Sprintf(format, args...)})
+	}
+	byKey := map[[2]string]string{}
+	for _, j := range snap.Jobs {
+		k := [2]string{j.Owner, j.Key}
+		if other, dup := byKey[k]; dup {
+			add("one-job-per-key", j.ID, "same owner and key as job %s", other)
+		}
+		byKey[k] = j.ID
+		if !j.State.Valid() {
+			add("valid-state", j.ID, "unknown job state %q", j.State)
+		}
+		as := snap.Attempts[j.ID]
+		sort.Slice(as, func(a, b int) bool { return as[a].Seq < as[b].Seq })
+		var succeeded []string
+		inDoubt := 0
+		for i, a := range as {
+			if a.Seq != i+1 {
+				add("attempt-seq", j.ID, "attempt %s has seq %d, want %d", a.ID, a.Seq, i+1)
+			}
+			if !a.State.Valid() {
+				add("valid-state", j.ID, "attempt %s has unknown state %q", a.ID, a.State)
+			}
+			if a.State == jobs.AttemptSucceeded {
+				succeeded = append(succeeded, a.ID)
+			}
+			if a.State.InDoubt() {
+				inDoubt++
+			}
+			if j.State == jobs.JobFailed && a.State.Open() {
+				add("failed-job-idle", j.ID, "job failed while attempt %s is %s", a.ID, a.State)
+			}
+		}
+		if len(succeeded) > 1 {
+			add("one-winner", j.ID, "%d succeeded attempts: %v", len(succeeded), succeeded)
+		}
+		if inDoubt > 1 {
+			add("one-in-doubt", j.ID, "%d attempts starting or unknown at once", inDoubt)
+		}
+		switch {
+		case j.State == jobs.JobSucceeded:
+			if j.CompletedBy == "" || j.Result == nil {
+				add("winner-result", j.ID, "succeeded without a winner or a result")
+			} else if len(succeeded) != 1 || succeeded[0] != j.CompletedBy {
+				add("winner-is-attempt", j.ID, "completed_by %s is not its one succeeded attempt (succeeded: %v)", j.CompletedBy, succeeded)
+			}
+		default:
+			if j.CompletedBy != "" || j.Result != nil {
+				add("no-late-result", j.ID, "job is %s but holds a result or a winner (%s)", j.State, j.CompletedBy)
+			}
+			if len(succeeded) > 0 {
+				add("winner-is-attempt", j.ID, "job is %s but attempts %v succeeded", j.State, succeeded)
+			}
+		}
+	}
+	return out
+}
+
+// CheckTransitions compares two snapshots of the same store, before and
+// after, and reports terminal jobs and attempts whose state or outcome
+// changed, and jobs or attempts that disappeared without being terminal.
+// (Terminal jobs may disappear: retention purges them.)
+func CheckTransitions(before, after *Snapshot) []Violation {
+	var out []Violation
+	later := map[string]jobs.Job{}
+	for _, j := range after.Jobs {
+		later[j.ID] = j
+	}
+	laterAttempts := map[string]jobs.Attempt{}
+	for _, as := range after.Attempts {
+		for _, a := range as {
+			laterAttempts[a.ID] = a
+		}
+	}
+	for _, j := range before.Jobs {
+		n, ok := later[j.ID]
+		switch {
+		case !ok && !j.State.Terminal():
+			out = append(out, Violation{"no-lost-job", j.ID, fmt.Sprintf("open job (%s) disappeared", j.State)})
+		case ok && j.State.Terminal() && (n.State != j.State || n.CompletedBy != j.CompletedBy || string(n.Result) != string(j.Result) || n.Version != j.Version):
+			out = append(out, Violation{"terminal-is-final", j.ID, fmt.Sprintf("terminal job changed: %s/v%d -> %s/v%d", j.State, j.Version, n.State, n.Version)})
+		case ok && n.Version < j.Version:
+			out = append(out, Violation{"version-grows", j.ID, fmt.Sprintf("version went back from %d to %d", j.Version, n.Version)})
+		}
+		if !ok {
+			continue
+		}
+		for _, a := range before.Attempts[j.ID] {
+			na, ok := laterAttempts[a.ID]
+			switch {
+			case !ok:
+				out = append(out, Violation{"no-lost-attempt", j.ID, fmt.Sprintf("attempt %s disappeared while its job stayed", a.ID)})
+			case a.State.Terminal() && na.State != a.State:
+				out = append(out, Violation{"terminal-is-final", j.ID, fmt.Sprintf("attempt %s changed from %s to %s", a.ID, a.State, na.State)})
+			case !a.State.Terminal() && na.State != a.State && !a.State.CanMoveTo(na.State) && !(a.State == jobs.AttemptStarting && na.State.Terminal()):
+				out = append(out, Violation{"legal-transition", j.ID, fmt.Sprintf("attempt %s moved from %s to %s", a.ID, a.State, na.State)})
+			}
+		}
+	}
+	return out
+}
