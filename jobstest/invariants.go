@@ -74,6 +74,13 @@ func CheckInvariants(ctx context.Context, s jobs.Store) ([]Violation, error) {
 //   - more than one attempt starting or unknown at once, or an open attempt
 //     created after an in-doubt one (an attempt started past one in doubt);
 //   - an open attempt on a job that was given up (failed);
+//   - a lost attempt on a job that no other attempt completed;
+//   - attempts on a pending job, or a job whose attempt count is not its
+//     number of attempts, or an attempt filed under another job;
+//   - an attempt whose base version is newer than its job's version, or a
+//     terminal job still at version 1;
+//   - a close time on an open job or none on a terminal one, and the same
+//     for attempts' finish times;
 //   - unknown states, and attempt numbers that are not 1, 2, 3, ….
 func (snap *Snapshot) Check() []Violation {
 	var out []Violation
@@ -92,9 +99,33 @@ func (snap *Snapshot) Check() []Violation {
 		}
 		as := snap.Attempts[j.ID]
 		sort.Slice(as, func(a, b int) bool { return as[a].Seq < as[b].Seq })
+		if j.Attempts != len(as) {
+			add("attempt-count", j.ID, "attempt count is %d but %d attempts are stored", j.Attempts, len(as))
+		}
+		if j.State == jobs.JobPending && len(as) > 0 {
+			add("pending-has-no-attempt", j.ID, "job is pending with %d attempts", len(as))
+		}
+		if j.State.Terminal() != !j.ClosedAt.IsZero() {
+			add("closed-at", j.ID, "job is %s with closed_at %v", j.State, j.ClosedAt)
+		}
+		if j.State.Terminal() && j.Version < 2 {
+			add("version-grows", j.ID, "job is %s at version %d", j.State, j.Version)
+		}
 		var succeeded []string
 		inDoubt := 0
 		for i, a := range as {
+			if a.JobID != j.ID {
+				add("attempt-job", j.ID, "attempt %s names job %s", a.ID, a.JobID)
+			}
+			if a.BaseVersion > j.Version {
+				add("base-version", j.ID, "attempt %s has base version %d, newer than the job's %d", a.ID, a.BaseVersion, j.Version)
+			}
+			if a.State.Terminal() != !a.FinishedAt.IsZero() {
+				add("finished-at", j.ID, "attempt %s is %s with finished_at %v", a.ID, a.State, a.FinishedAt)
+			}
+			if a.State == jobs.AttemptLost && (j.CompletedBy == "" || j.CompletedBy == a.ID) {
+				add("lost-to-a-winner", j.ID, "attempt %s is lost but no other attempt completed the job", a.ID)
+			}
 			if a.Seq != i+1 {
 				add("attempt-seq", j.ID, "attempt %s has seq %d, want %d", a.ID, a.Seq, i+1)
 			}

@@ -1,0 +1,244 @@
+package reliability_test
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
+)
+
+// healthySnapshot builds a real store with a job of every shape and returns
+// its snapshot, which must have no violation.
+func healthySnapshot(t *testing.T) *jobstest.Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	s := jobstest.NewSQLite(t)
+	m := jobs.New(s, jobs.Options{Hedging: true})
+	submit := func(key string) jobs.Job {
+		j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: key, Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	start := func(j jobs.Job) jobs.Attempt {
+		a, err := m.StartAttempt(ctx, j.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit("pending")
+	// succeeded, with a lost hedge
+	j := submit("succeeded")
+	a1 := start(j)
+	must(m.MarkRunning(ctx, a1.ID, "r1"))
+	a2 := start(j)
+	must(m.MarkRunning(ctx, a2.ID, "r2"))
+	must(m.Complete(ctx, a2.ID, json.RawMessage(`{"ok":true}`)))
+	if _, err := m.Complete(ctx, a1.ID, json.RawMessage(`{"late":true}`)); err == nil {
+		t.Fatal("late completion accepted")
+	}
+	// failed after a failed attempt
+	j = submit("failed")
+	a := start(j)
+	must(m.Fail(ctx, a.ID, "no"))
+	must(m.FailJob(ctx, j.ID, "gave up"))
+	// cancelled with an attempt in doubt
+	j = submit("cancelled")
+	a = start(j)
+	must(m.MarkUnknown(ctx, a.ID, "timeout"))
+	must(m.CancelJob(ctx, j.ID, "stop"))
+	// running
+	j = submit("running")
+	a = start(j)
+	must(m.MarkRunning(ctx, a.ID, "r"))
+
+	snap, err := jobstest.TakeSnapshot(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := snap.Check(); len(v) != 0 {
+		t.Fatalf("healthy store reported violations: %v", v)
+	}
+	return snap
+}
+
+func clone(s *jobstest.Snapshot) *jobstest.Snapshot {
+	out := &jobstest.Snapshot{Jobs: slices.Clone(s.Jobs), Attempts: map[string][]jobs.Attempt{}}
+	for id, as := range s.Attempts {
+		out.Attempts[id] = slices.Clone(as)
+	}
+	return out
+}
+
+// find returns the index of the job with the given key, and its attempts.
+func find(t *testing.T, s *jobstest.Snapshot, key string) (int, []jobs.Attempt) {
+	t.Helper()
+	for i, j := range s.Jobs {
+		if j.Key == key {
+			return i, s.Attempts[j.ID]
+		}
+	}
+	t.Fatalf("no job with key %s", key)
+	return 0, nil
+}
+
+// TestCheckerCatchesCorruption feeds the checker snapshots corrupted in
+// each way the invariants forbid, and expects the right rule to fire: a
+// checker that cannot fail proves nothing.
+func TestCheckerCatchesCorruption(t *testing.T) {
+	t.Parallel()
+	healthy := healthySnapshot(t)
+	tests := []struct {
+		name    string
+		rule    string
+		corrupt func(t *testing.T, s *jobstest.Snapshot)
+	}{
+		{"duplicate job for a key", "one-job-per-key", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "pending")
+			dup := s.Jobs[i]
+			dup.ID = "job_DUPLICATE"
+			s.Jobs = append(s.Jobs, dup)
+		}},
+		{"winner is not one of its attempts", "winner-is-attempt", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "succeeded")
+			s.Jobs[i].CompletedBy = "att_SOMEONE_ELSE"
+		}},
+		{"two succeeded attempts", "one-winner", func(t *testing.T, s *jobstest.Snapshot) {
+			i, as := find(t, s, "succeeded")
+			as[0].State = jobs.AttemptSucceeded
+			s.Attempts[s.Jobs[i].ID] = as
+		}},
+		{"late result stored on a cancelled job", "no-late-result", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "cancelled")
+			s.Jobs[i].Result = json.RawMessage(`{"late":true}`)
+		}},
+		{"succeeded without result", "winner-result", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "succeeded")
+			s.Jobs[i].Result = nil
+		}},
+		{"two attempts in doubt", "one-in-doubt", func(t *testing.T, s *jobstest.Snapshot) {
+			i, as := find(t, s, "running")
+			as[0].State = jobs.AttemptUnknown
+			extra := as[0]
+			extra.ID, extra.Seq, extra.State = "att_EXTRA", 2, jobs.AttemptStarting
+			s.Attempts[s.Jobs[i].ID] = append(as, extra)
+			s.Jobs[i].Attempts = 2
+		}},
+		{"failed job with an open attempt", "failed-job-idle", func(t *testing.T, s *jobstest.Snapshot) {
+			i, as := find(t, s, "failed")
+			as[0].State, as[0].FinishedAt = jobs.AttemptRunning, time.Time{}
+			s.Attempts[s.Jobs[i].ID] = as
+		}},
+		{"lost without a winner", "lost-to-a-winner", func(t *testing.T, s *jobstest.Snapshot) {
+			i, as := find(t, s, "running")
+			as[0].State, as[0].FinishedAt = jobs.AttemptLost, time.Now()
+			s.Attempts[s.Jobs[i].ID] = as
+		}},
+		{"attempt count drift", "attempt-count", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "running")
+			s.Jobs[i].Attempts = 5
+		}},
+		{"attempt seq gap", "attempt-seq", func(t *testing.T, s *jobstest.Snapshot) {
+			i, as := find(t, s, "succeeded")
+			as[1].Seq = 3
+			s.Attempts[s.Jobs[i].ID] = as
+		}},
+		{"invalid state", "valid-state", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "pending")
+			s.Jobs[i].State = "exploded"
+		}},
+		{"pending job with an attempt", "pending-has-no-attempt", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "running")
+			s.Jobs[i].State = jobs.JobPending
+		}},
+		{"terminal job never closed", "closed-at", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "failed")
+			s.Jobs[i].ClosedAt = time.Time{}
+		}},
+		{"base version from the future", "base-version", func(t *testing.T, s *jobstest.Snapshot) {
+			i, as := find(t, s, "running")
+			as[0].BaseVersion = 99
+			s.Attempts[s.Jobs[i].ID] = as
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := clone(healthy)
+			tt.corrupt(t, s)
+			got := s.Check()
+			if !slices.ContainsFunc(got, func(v jobstest.Violation) bool { return v.Rule == tt.rule }) {
+				t.Errorf("rule %s did not fire; got %v", tt.rule, got)
+			}
+		})
+	}
+}
+
+// TestCheckTransitionsCatchesChanges compares a snapshot with corrupted
+// later versions of it.
+func TestCheckTransitionsCatchesChanges(t *testing.T) {
+	t.Parallel()
+	before := healthySnapshot(t)
+	if v := jobstest.CheckTransitions(before, before); len(v) != 0 {
+		t.Fatalf("unchanged snapshot reported: %v", v)
+	}
+	tests := []struct {
+		name    string
+		rule    string
+		corrupt func(t *testing.T, s *jobstest.Snapshot)
+	}{
+		{"terminal job reopened", "terminal-is-final", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "cancelled")
+			s.Jobs[i].State = jobs.JobRunning
+		}},
+		{"result replaced", "terminal-is-final", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "succeeded")
+			s.Jobs[i].Result = json.RawMessage(`{"other":1}`)
+		}},
+		{"terminal attempt changed", "terminal-is-final", func(t *testing.T, s *jobstest.Snapshot) {
+			i, as := find(t, s, "failed")
+			as[0].State = jobs.AttemptSucceeded
+			s.Attempts[s.Jobs[i].ID] = as
+		}},
+		{"open job disappeared", "no-lost-job", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "pending")
+			s.Jobs = slices.Delete(s.Jobs, i, i+1)
+		}},
+		{"attempt disappeared", "no-lost-attempt", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "running")
+			s.Attempts[s.Jobs[i].ID] = nil
+		}},
+		{"running went back to starting", "legal-transition", func(t *testing.T, s *jobstest.Snapshot) {
+			i, as := find(t, s, "running")
+			as[0].State = jobs.AttemptStarting
+			s.Attempts[s.Jobs[i].ID] = as
+		}},
+		{"version went back", "version-grows", func(t *testing.T, s *jobstest.Snapshot) {
+			i, _ := find(t, s, "running")
+			s.Jobs[i].Version = 0
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			after := clone(before)
+			tt.corrupt(t, after)
+			got := jobstest.CheckTransitions(before, after)
+			if !slices.ContainsFunc(got, func(v jobstest.Violation) bool { return v.Rule == tt.rule }) {
+				t.Errorf("rule %s did not fire; got %v", tt.rule, got)
+			}
+		})
+	}
+}
