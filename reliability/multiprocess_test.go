@@ -275,4 +275,3 @@ func TestManyProcesses(t *testing.T) {
 		})
 	}
 }
-

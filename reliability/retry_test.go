@@ -304,7 +304,9 @@ func TestOutcomeWritesSurviveCancellation(t *testing.T) {
 				{"complete", func(ctx context.Context, m *jobs.Manager, _ jobs.Job, a jobs.Attempt) error {
 					_, err := m.Complete(ctx, a.ID, json.RawMessage(`"paid"`))
 					return err
-				}, func(j jobs.Job, a jobs.Attempt) bool { return j.State == jobs.JobSucceeded && a.State == jobs.AttemptSucceeded }},
+				}, func(j jobs.Job, a jobs.Attempt) bool {
+					return j.State == jobs.JobSucceeded && a.State == jobs.AttemptSucceeded
+				}},
 				{"mark running", func(ctx context.Context, m *jobs.Manager, _ jobs.Job, a jobs.Attempt) error {
 					_, err := m.MarkRunning(ctx, a.ID, "ref")
 					return err
