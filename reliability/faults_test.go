@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"testing"
 
 	"github.com/intentjobs/jobs"
@@ -46,6 +48,7 @@ type ledger struct {
 	jobOfKey map[string]string // owner/key -> job ID returned by Submit
 	winner   map[string]string // job ID -> the attempt whose Complete returned success
 	problems []string
+	retried  atomic.Int64 // storage errors callers saw and retried
 }
 
 func newLedger() *ledger {
@@ -104,10 +107,30 @@ type workload struct {
 	keys  int
 	iters int
 	tries int
+	pause time.Duration // between retries (0: none)
+	stop  *atomic.Bool  // if set, ends the run early
+}
+
+// retry is retryStorage with the workload's tries and pause.
+func (w *workload) retry(fn func() error) error {
+	var err error
+	for range w.tries {
+		if err = fn(); !errors.Is(err, jobs.ErrStorage) {
+			return err
+		}
+		w.l.retried.Add(1)
+		if w.pause > 0 {
+			time.Sleep(w.pause)
+		}
+	}
+	return err
 }
 
 func (w *workload) run(ctx context.Context) {
 	for i := range w.iters {
+		if w.stop != nil && w.stop.Load() {
+			return
+		}
 		owner := fmt.Sprintf("owner-%d", w.rng.IntN(2))
 		key := fmt.Sprintf("key-%d", w.rng.IntN(w.keys))
 		w.step(ctx, i, owner, key)
@@ -116,7 +139,7 @@ func (w *workload) run(ctx context.Context) {
 
 func (w *workload) step(ctx context.Context, i int, owner, key string) {
 	var j jobs.Job
-	err := retryStorage(w.tries, func() (err error) {
+	err := w.retry(func() (err error) {
 		j, _, err = w.m.Submit(ctx, jobs.SubmitRequest{Owner: owner, Key: key, Kind: "charge", Provider: "p1", Params: json.RawMessage(`{"amount": 1}`)})
 		return err
 	})
@@ -129,7 +152,7 @@ func (w *workload) step(ctx context.Context, i int, owner, key string) {
 		return
 	}
 	var a jobs.Attempt
-	err = retryStorage(w.tries, func() (err error) {
+	err = w.retry(func() (err error) {
 		a, err = w.m.StartAttempt(ctx, j.ID, "")
 		return err
 	})
@@ -146,7 +169,7 @@ func (w *workload) step(ctx context.Context, i int, owner, key string) {
 		return
 	}
 	if w.rng.IntN(10) < 7 {
-		err = retryStorage(w.tries, func() error {
+		err = w.retry(func() error {
 			_, err := w.m.MarkRunning(ctx, a.ID, "ref-"+a.ID)
 			return err
 		})
@@ -155,7 +178,7 @@ func (w *workload) step(ctx context.Context, i int, owner, key string) {
 		}
 	}
 	if w.rng.IntN(10) < 2 {
-		err = retryStorage(w.tries, func() error {
+		err = w.retry(func() error {
 			_, err := w.m.MarkUnknown(ctx, a.ID, "timeout")
 			return err
 		})
@@ -172,7 +195,7 @@ func (w *workload) finish(ctx context.Context, jobID, attemptID string) {
 	switch r := w.rng.IntN(100); {
 	case r < 60:
 		var j jobs.Job
-		err = retryStorage(w.tries, func() (err error) {
+		err = w.retry(func() (err error) {
 			j, err = w.m.Complete(ctx, attemptID, resultOf(attemptID))
 			return err
 		})
@@ -186,22 +209,22 @@ func (w *workload) finish(ctx context.Context, jobID, attemptID string) {
 			w.l.problem("complete %s: %v", attemptID, err)
 		}
 	case r < 75:
-		err = retryStorage(w.tries, func() error { _, err := w.m.Fail(ctx, attemptID, "provider said no"); return err })
+		err = w.retry(func() error { _, err := w.m.Fail(ctx, attemptID, "provider said no"); return err })
 		if !expected(err, jobs.ErrInvalidTransition) {
 			w.l.problem("fail %s: %v", attemptID, err)
 		}
 	case r < 85:
-		err = retryStorage(w.tries, func() error { _, err := w.m.Cancel(ctx, attemptID, "never sent"); return err })
+		err = w.retry(func() error { _, err := w.m.Cancel(ctx, attemptID, "never sent"); return err })
 		if !expected(err, jobs.ErrInvalidTransition) {
 			w.l.problem("cancel %s: %v", attemptID, err)
 		}
 	case r < 95:
-		err = retryStorage(w.tries, func() error { _, err := w.m.CancelJob(ctx, jobID, "user cancelled"); return err })
+		err = w.retry(func() error { _, err := w.m.CancelJob(ctx, jobID, "user cancelled"); return err })
 		if !expected(err, jobs.ErrJobClosed) {
 			w.l.problem("cancel job %s: %v", jobID, err)
 		}
 	default:
-		err = retryStorage(w.tries, func() error { _, err := w.m.FailJob(ctx, jobID, "gave up"); return err })
+		err = w.retry(func() error { _, err := w.m.FailJob(ctx, jobID, "gave up"); return err })
 		if !expected(err, jobs.ErrJobClosed, jobs.ErrAttemptInFlight) {
 			w.l.problem("fail job %s: %v", jobID, err)
 		}
