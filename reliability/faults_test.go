@@ -11,8 +11,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/faultstore"

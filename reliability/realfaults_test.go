@@ -139,7 +139,9 @@ func privatePostgres(t *testing.T) (dsn string, stop, start func()) {
 	asPostgres("initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
 	port := 40000 + rand.IntN(20000)
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=20", port, dir)
-	start = func() { asPostgres("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start") }
+	start = func() {
+		asPostgres("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start")
+	}
 	stop = func() { asPostgres("pg_ctl", "-D", data, "-m", "fast", "-w", "-t", "60", "stop") }
 	start()
 	t.Cleanup(func() {
