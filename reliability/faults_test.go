@@ -238,7 +238,7 @@ func (w *workload) finish(ctx context.Context, jobID, attemptID string) {
 // that the store breaks no invariant.
 func TestInjectedFaults(t *testing.T) {
 	t.Parallel()
-	for _, d := range dialects() {
+	for _, d := range allDialects() {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			store := d.open(t)

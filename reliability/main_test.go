@@ -3,6 +3,7 @@ package reliability_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"testing"
@@ -18,7 +19,10 @@ func TestMain(m *testing.M) {
 	if role := os.Getenv(envChildRole); role != "" {
 		os.Exit(runChild(role))
 	}
+	flag.Parse()
+	limitRapid()
 	code := m.Run()
+	stopBouncer()
 	jobstest.Cleanup()
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
@@ -27,6 +31,16 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// limitRapid keeps the model test's default run short enough for CI: 50
+// random sequences per dialect unless -rapid.checks says otherwise.
+func limitRapid() {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
+	if !set {
+		flag.Set("rapid.checks", "50")
+	}
 }
 
 // dialect is one store under test.
@@ -40,6 +54,11 @@ func dialects() []dialect {
 		{"sqlite", func(t testing.TB) *jobs.SQLStore { return jobstest.NewSQLite(t) }},
 		{"postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
 	}
+}
+
+// allDialects adds PostgreSQL behind PgBouncer in transaction pooling mode.
+func allDialects() []dialect {
+	return append(dialects(), dialect{"pgbouncer", bouncerStore})
 }
 
 // retryStorage calls fn until it returns something other than a storage

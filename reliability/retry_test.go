@@ -21,7 +21,7 @@ func submitReq(key string) jobs.SubmitRequest {
 // writes nothing.
 func TestRepeatIsSafe(t *testing.T) {
 	t.Parallel()
-	for _, d := range dialects() {
+	for _, d := range allDialects() {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -115,7 +115,7 @@ func TestRepeatIsSafe(t *testing.T) {
 // and checks that the caller's retry gets the outcome the first call had.
 func TestAmbiguousCommit(t *testing.T) {
 	t.Parallel()
-	for _, d := range dialects() {
+	for _, d := range allDialects() {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -280,7 +280,7 @@ func (c cancelling) CloseJob(ctx context.Context, x jobs.JobClose) (jobs.Job, er
 // each outcome write is under way: the write still takes effect.
 func TestOutcomeWritesSurviveCancellation(t *testing.T) {
 	t.Parallel()
-	for _, d := range dialects() {
+	for _, d := range allDialects() {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			store := d.open(t)
