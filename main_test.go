@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"testing"
 
@@ -21,3 +22,5 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+var discard = slog.New(slog.DiscardHandler)
