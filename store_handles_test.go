@@ -28,7 +28,9 @@ func TestCallerHandles(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return db, func(ctx context.Context, db *sqlx.DB) (*jobs.SQLStore, error) { return jobs.NewSQLiteStoreSQLX(ctx, db) }
+			return db, func(ctx context.Context, db *sqlx.DB) (*jobs.SQLStore, error) {
+				return jobs.NewSQLiteStoreSQLX(ctx, db)
+			}
 		}},
 		{"postgres", func(t *testing.T) (*sqlx.DB, func(context.Context, *sqlx.DB) (*jobs.SQLStore, error)) {
 			db, err := sqlx.Open("pgx", jobstest.PostgresDSN(t))
@@ -36,7 +38,9 @@ func TestCallerHandles(t *testing.T) {
 				t.Fatal(err)
 			}
 			db.SetMaxOpenConns(4)
-			return db, func(ctx context.Context, db *sqlx.DB) (*jobs.SQLStore, error) { return jobs.NewPostgresStoreSQLX(ctx, db) }
+			return db, func(ctx context.Context, db *sqlx.DB) (*jobs.SQLStore, error) {
+				return jobs.NewPostgresStoreSQLX(ctx, db)
+			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
