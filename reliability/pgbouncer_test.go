@@ -277,3 +277,10 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 		t.Errorf("%d server backends: the bouncer is not pooling (default_pool_size 4)", len(pids))
 	}
 }
+
+// TestConformanceThroughPgBouncer runs the whole conformance suite against
+// PostgreSQL behind PgBouncer in transaction pooling mode.
+func TestConformanceThroughPgBouncer(t *testing.T) {
+	t.Parallel()
+	jobstest.Run(t, func(t testing.TB) jobs.Store { return bouncerStore(t) })
+}
