@@ -1,0 +1,288 @@
+package reliability_test
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// queryMethods are the database/sql methods (and the DBTX interface's)
+// whose first string argument is SQL text.
+var queryMethods = map[string]bool{
+	"Exec": true, "ExecContext": true, "Query": true, "QueryContext": true,
+	"QueryRow": true, "QueryRowContext": true, "Prepare": true, "PrepareContext": true,
+}
+
+// sqlChecker decides whether an expression that becomes SQL text is built
+// from constants only. It is syntactic and deliberately strict: string
+// literals, package constants, the query fields of the dialect table, the
+// embedded migration files, concatenations of those, and the pure helpers
+// that rewrite placeholders or qualify column lists. Anything else (a
+// variable, fmt.Sprintf, strings.Join, a parameter whose callers pass
+// anything else) is reported.
+type sqlChecker struct {
+	fset       *token.FileSet
+	consts     map[string]bool
+	funcs      map[string]*ast.FuncDecl
+	safeFields map[string]bool // string fields of the dialect struct, filled from constants
+	safeCalls  map[string]bool // pure rewriters of constant SQL
+	problems   []string
+}
+
+func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
+	c := &sqlChecker{
+		fset:   fset,
+		consts: map[string]bool{},
+		funcs:  map[string]*ast.FuncDecl{},
+		safeFields: map[string]bool{
+			"SQL": true, // a migration: a file embedded in the binary
+		},
+		safeCalls: map[string]bool{"rebind": true, "sqliteRebind": true, "qualify": true},
+	}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.GenDecl:
+				for _, sp := range d.Specs {
+					switch sp := sp.(type) {
+					case *ast.ValueSpec:
+						if d.Tok == token.CONST {
+							for _, n := range sp.Names {
+								c.consts[n.Name] = true
+							}
+						}
+					case *ast.TypeSpec:
+						if st, ok := sp.Type.(*ast.StructType); ok && sp.Name.Name == "dialect" {
+							for _, fld := range st.Fields.List {
+								if id, ok := fld.Type.(*ast.Ident); ok && id.Name == "string" {
+									for _, n := range fld.Names {
+										c.safeFields[n.Name] = true
+									}
+								}
+							}
+						}
+					}
+				}
+			case *ast.FuncDecl:
+				c.funcs[d.Name.Name] = d
+			}
+		}
+	}
+	return c
+}
+
+func (c *sqlChecker) report(n ast.Node, format string, args ...any) {
+	c.problems = append(c.problems, c.fset.Position(n.Pos()).String()+": "+fmt.Sprintf(format, args...))
+}
+
+// safe reports whether e is SQL built from constants. params are the
+// enclosing function's parameter names, traced to its callers.
+func (c *sqlChecker) safe(e ast.Expr, fn *ast.FuncDecl, files []*ast.File, depth int) bool {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		return e.Kind == token.STRING
+	case *ast.ParenExpr:
+		return c.safe(e.X, fn, files, depth)
+	case *ast.BinaryExpr:
+		return e.Op == token.ADD && c.safe(e.X, fn, files, depth) && c.safe(e.Y, fn, files, depth)
+	case *ast.Ident:
+		if c.consts[e.Name] {
+			return true
+		}
+		if i := paramIndex(fn, e.Name); i >= 0 && depth < 3 {
+			return c.callersPassSafe(fn.Name.Name, i, files, depth+1)
+		}
+		return false
+	case *ast.SelectorExpr:
+		return c.safeFields[e.Sel.Name]
+	case *ast.CallExpr:
+		name := ""
+		switch f := e.Fun.(type) {
+		case *ast.Ident:
+			name = f.Name
+		case *ast.SelectorExpr:
+			name = f.Sel.Name
+		}
+		if !c.safeCalls[name] {
+			return false
+		}
+		for _, a := range e.Args {
+			if !c.safe(a, fn, files, depth) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+func paramIndex(fn *ast.FuncDecl, name string) int {
+	if fn == nil {
+		return -1
+	}
+	i := 0
+	for _, f := range fn.Type.Params.List {
+		for _, n := range f.Names {
+			if n.Name == name {
+				return i
+			}
+			i++
+		}
+	}
+	return -1
+}
+
+// callersPassSafe checks every call of the function named name passes a
+// safe expression as argument i.
+func (c *sqlChecker) callersPassSafe(name string, i int, files []*ast.File, depth int) bool {
+	ok, calls := true, 0
+	for _, f := range files {
+		for _, d := range f.Decls {
+			caller, _ := d.(*ast.FuncDecl)
+			ast.Inspect(d, func(n ast.Node) bool {
+				call, isCall := n.(*ast.CallExpr)
+				if !isCall {
+					return true
+				}
+				var callee string
+				switch fun := call.Fun.(type) {
+				case *ast.Ident:
+					callee = fun.Name
+				case *ast.IndexExpr: // generic instantiation
+					if id, isID := fun.X.(*ast.Ident); isID {
+						callee = id.Name
+					}
+				}
+				if callee == name && i < len(call.Args) {
+					calls++
+					if !c.safe(call.Args[i], caller, files, depth) {
+						ok = false
+					}
+				}
+				return true
+			})
+		}
+	}
+	return ok && calls > 0
+}
+
+// check reports every query call in files whose SQL is not constant.
+func (c *sqlChecker) check(files []*ast.File) {
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fn, _ := d.(*ast.FuncDecl)
+			ast.Inspect(d, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok || !queryMethods[sel.Sel.Name] {
+					return true
+				}
+				arg := 0
+				if strings.HasSuffix(sel.Sel.Name, "Context") {
+					arg = 1
+				}
+				if arg >= len(call.Args) {
+					return true
+				}
+				if !c.safe(call.Args[arg], fn, files, 0) {
+					c.report(call, "%s: SQL text is not built from constants", sel.Sel.Name)
+				}
+				return true
+			})
+		}
+		// The dialect tables: every string field from constants.
+		ast.Inspect(f, func(n ast.Node) bool {
+			lit, ok := n.(*ast.CompositeLit)
+			if !ok {
+				return true
+			}
+			if u, ok := lit.Type.(*ast.Ident); !ok || u.Name != "dialect" {
+				return true
+			}
+			for _, el := range lit.Elts {
+				kv, ok := el.(*ast.KeyValueExpr)
+				if !ok {
+					continue
+				}
+				if k, ok := kv.Key.(*ast.Ident); ok && c.safeFields[k.Name] && !c.safe(kv.Value, nil, files, 0) {
+					c.report(kv, "dialect field %s is not built from constants", k.Name)
+				}
+			}
+			return true
+		})
+	}
+}
+
+func parseDir(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var files []*ast.File
+	for _, p := range paths {
+		if strings.HasSuffix(p, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	if len(files) == 0 {
+		t.Fatalf("no Go files in %s", dir)
+	}
+	return files
+}
+
+// TestNoFormattedSQL scans the library's sources: every statement it runs
+// is constant text with placeholders, so no user data ever becomes SQL.
+func TestNoFormattedSQL(t *testing.T) {
+	t.Parallel()
+	fset := token.NewFileSet()
+	files := parseDir(t, fset, "..")
+	c := newSQLChecker(fset, files)
+	c.check(files)
+	for _, p := range c.problems {
+		t.Error(p)
+	}
+}
+
+// TestNoFormattedSQLCatches shows the scan is not blind: it reports each
+// way of building SQL from data.
+func TestNoFormattedSQLCatches(t *testing.T) {
+	t.Parallel()
+	const src = `package jobs
+import "fmt"
+const q = "SELECT 1 FROM jobs WHERE id = $1"
+type dialect struct{ name string; createJob string }
+var bad = &dialect{createJob: "SELECT " + userCols}
+func run(db DB, ctx any, key string) {
+	db.QueryRowContext(ctx, q, key)                                        // fine
+	db.QueryRowContext(ctx, fmt.Sprintf("SELECT * FROM jobs WHERE k = '%s'", key)) // 1
+	db.ExecContext(ctx, "DELETE FROM jobs WHERE k = '" + key + "'")        // 2
+	db.Query("SELECT " + key)                                              // 3
+	helper(db, ctx, key)
+}
+func helper(db DB, ctx any, query string) { db.ExecContext(ctx, query) } // 4: its caller passes key
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "bad.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := []*ast.File{f}
+	c := newSQLChecker(fset, files)
+	c.check(files)
+	if len(c.problems) != 5 {
+		t.Fatalf("want 5 problems (4 calls and the dialect field), got %d:\n%s", len(c.problems), strings.Join(c.problems, "\n"))
+	}
+}
