@@ -56,6 +56,10 @@ func dialects() []dialect {
 	}
 }
 
+func postgresConfigured() bool {
+	return os.Getenv(jobstest.EnvPostgresDSN) != "" || os.Getenv(jobstest.EnvRequirePostgres) == "1"
+}
+
 // allDialects adds PostgreSQL behind PgBouncer in transaction pooling mode.
 func allDialects() []dialect {
 	return append(dialects(), dialect{"pgbouncer", bouncerStore})
