@@ -238,18 +238,18 @@ func (w *workload) finish(ctx context.Context, jobID, attemptID string) {
 // that the store breaks no invariant.
 func TestInjectedFaults(t *testing.T) {
 	t.Parallel()
-	for _, d := range allDialects() {
+	for _, d := range dialects() {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			store := d.open(t)
 			base := seed(t)
 			const workers = 4
-			iters := 350 * soak()
+			iters := 220 * soak()
 			l := newLedger()
 			var fss []*faultstore.Store
 			var wg sync.WaitGroup
 			for i := range workers {
-				fs := faultstore.New(store, faultstore.Config{Seed: base*100 + uint64(i), Rate: 0.35, AfterShare: 0.5})
+				fs := faultstore.New(store, faultstore.Config{Seed: base*100 + uint64(i), Rate: 0.5, AfterShare: 0.5})
 				fss = append(fss, fs)
 				w := &workload{
 					m:     jobs.New(fs, jobs.Options{}),

@@ -33,13 +33,13 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// limitRapid keeps the model test's default run short enough for CI: 50
+// limitRapid keeps the model test's default run short enough for CI: 30
 // random sequences per dialect unless -rapid.checks says otherwise.
 func limitRapid() {
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
 	if !set {
-		flag.Set("rapid.checks", "50")
+		flag.Set("rapid.checks", "30")
 	}
 }
 

@@ -324,7 +324,7 @@ var runs atomic.Int64
 // longer sequences: -rapid.steps=N.
 func TestModel(t *testing.T) {
 	t.Parallel()
-	for _, d := range allDialects() {
+	for _, d := range dialects() {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			store := d.open(t)

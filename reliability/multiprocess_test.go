@@ -210,7 +210,7 @@ func TestManyProcesses(t *testing.T) {
 				store = jobstest.NewSQLiteAt(t, dsn)
 			}
 			base := seed(t)
-			iters := 8 * soak()
+			iters := 6 * soak()
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 			defer cancel()
 			start := time.Now()

@@ -104,9 +104,8 @@ pidfile = %s
 		return nil, err
 	}
 	b.cmd = exec.Command(pgBouncerBin, filepath.Join(dir, "pgbouncer.ini"))
-	if b.owner != nil {
-		b.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.owner}
-	}
+	// Pdeathsig: if the test binary dies without stopping it, so does it.
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: b.owner, Pdeathsig: syscall.SIGTERM}
 	if err := b.cmd.Start(); err != nil {
 		return nil, err
 	}

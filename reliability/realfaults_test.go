@@ -75,7 +75,9 @@ func TestTerminatedBackends(t *testing.T) {
 	killer.Go(func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
-		for range 1000 { // bounded even if the workload hangs
+		// Thirty rounds, three seconds of killing: enough to hit every
+		// kind of statement, and bounded however slow the machine is.
+		for range 30 {
 			select {
 			case <-stop:
 				return
