@@ -66,7 +66,13 @@ func newBouncer() (*bouncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bouncer{dir: dir, port: 40000 + rand.IntN(20000)}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	b := &bouncer{dir: dir, port: port}
 	// PgBouncer refuses to run as root.
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")

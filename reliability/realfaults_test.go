@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -139,7 +140,7 @@ func privatePostgres(t *testing.T) (dsn string, stop, start func()) {
 	}
 	data := filepath.Join(dir, "data")
 	asPostgres("initdb", "-D", data, "-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8")
-	port := 40000 + rand.IntN(20000)
+	port := freePort(t)
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=20", port, dir)
 	start = func() {
 		asPostgres("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start")
@@ -150,6 +151,17 @@ func privatePostgres(t *testing.T) (dsn string, stop, start func()) {
 		exec.Command("runuser", "-u", "postgres", "--", filepath.Join(bin, "pg_ctl"), "-D", data, "-m", "immediate", "-w", "stop").Run()
 	})
 	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port), stop, start
+}
+
+// freePort returns a loopback TCP port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestPostgresRestart stops a private PostgreSQL server in the middle of
@@ -181,7 +193,7 @@ func TestPostgresRestart(t *testing.T) {
 		start()
 		time.Sleep(500 * time.Millisecond) // and run a while after
 	}()
-	l := runWorkload(t.Context(), m, 4, 100000, 400*soak(), seed(t), 20*time.Millisecond, &stopLoad)
+	l := runWorkload(t.Context(), m, 4, 100000, 400*soak(), seed(t), 50*time.Millisecond, &stopLoad)
 	<-restarted
 	t.Logf("callers retried %d storage errors while the server was down", l.retried.Load())
 	if l.retried.Load() == 0 {
