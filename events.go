@@ -24,6 +24,7 @@ const (
 	EventAttemptCancelled  EventType = "attempt.cancelled"
 	EventRaceLost          EventType = "attempt.race_lost"
 	EventContractViolation EventType = "attempt.contract_violation"
+	EventPurged            EventType = "jobs.purged" // Count jobs and Attempts attempts removed by one Purge
 )
 
 // Event describes one meaningful change, for metrics, traces and audit logs.
@@ -40,6 +41,8 @@ type Event struct {
 	Reason    string
 	Err       error         // for refusals: why
 	Duration  time.Duration // time spent in the store
+	Count     int64         // for EventPurged: jobs removed
+	Attempts  int64         // for EventPurged: attempts removed
 }
 
 // Observer receives events. Observe is called synchronously on the caller's
