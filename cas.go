@@ -63,6 +63,9 @@ func (m *Manager) Complete(ctx context.Context, attemptID string, result json.Ra
 			slog.String("winner_id", lost.WinnerID),
 			slog.String("provider", a.Provider))
 		m.emit(ctx, Event{Type: EventRaceLost, JobID: lost.JobID, AttemptID: attemptID, WinnerID: lost.WinnerID, Provider: a.Provider, Duration: time.Since(start)})
+	} else if errors.Is(err, ErrJobClosed) && a.State == AttemptCancelled {
+		// The job was closed meanwhile: the attempt was cancelled with it.
+		m.emit(ctx, Event{Type: EventAttemptCancelled, JobID: a.JobID, AttemptID: attemptID, Provider: a.Provider, Reason: a.Reason, Duration: time.Since(start)})
 	}
 	return Job{}, err
 }
