@@ -67,10 +67,10 @@ type PurgeOptions struct {
 // PurgeResult reports what Manager.Purge did.
 type PurgeResult struct {
 	PurgeCount
-	Cutoff   time.Time     `json:"cutoff"`   // jobs closed before this were eligible
-	Batches  int           `json:"batches"`  // delete statements run (0 in a dry run)
-	DryRun   bool          `json:"dry_run"`  // nothing was deleted; the counts are what would be
-	Duration time.Duration `json:"duration"` // wall time of the whole purge
+	Cutoff   time.Time     `json:"cutoff"`      // jobs closed before this were eligible
+	Batches  int           `json:"batches"`     // delete statements run (0 in a dry run)
+	DryRun   bool          `json:"dry_run"`     // nothing was deleted; the counts are what would be
+	Duration time.Duration `json:"duration_ns"` // wall time of the whole purge
 }
 
 // Purge removes terminal jobs that closed before the retention cutoff, with
