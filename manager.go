@@ -41,6 +41,11 @@ type Options struct {
 	// Defaults to DefaultMaxResultBytes.
 	MaxResultBytes int
 
+	// Retention is how long a terminal job keeps its idempotency key before
+	// Purge removes it, unless a PurgeOptions says otherwise. Defaults to
+	// DefaultRetention. See Manager.Retention.
+	Retention time.Duration
+
 	// WriteTimeout bounds writes that record an attempt's outcome (Complete,
 	// Fail, Cancel, MarkRunning, MarkUnknown, FailJob, CancelJob). They run to
 	// the end even if the caller's context is cancelled once they have begun,

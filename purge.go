@@ -48,7 +48,8 @@ type PurgeCount struct {
 // that closed more than DefaultRetention ago.
 type PurgeOptions struct {
 	// Retention is how long a terminal job is kept after it closed.
-	// Defaults to DefaultRetention. Ignored when OlderThan is set.
+	// Defaults to the Manager's Options.Retention. Ignored when OlderThan
+	// is set.
 	Retention time.Duration
 
 	// OlderThan, if not zero, is the cutoff itself: jobs closed before it
@@ -104,7 +105,7 @@ func (m *Manager) Purge(ctx context.Context, opts PurgeOptions) (PurgeResult, er
 	}
 	retention := opts.Retention
 	if retention == 0 {
-		retention = DefaultRetention
+		retention = m.Retention()
 	}
 	batch := opts.BatchSize
 	if batch == 0 {
@@ -143,6 +144,16 @@ func (m *Manager) Purge(ctx context.Context, opts PurgeOptions) (PurgeResult, er
 	res.Duration = time.Since(start)
 	m.emitPurged(ctx, res, start)
 	return res, nil
+}
+
+// Retention returns how long terminal jobs keep their keys before Purge
+// removes them by default: Options.Retention, or DefaultRetention. An HTTP
+// layer reports it to clients, who may reuse a key only after it.
+func (m *Manager) Retention() time.Duration {
+	if m.opts.Retention > 0 {
+		return m.opts.Retention
+	}
+	return DefaultRetention
 }
 
 func (o PurgeOptions) validate() error {

@@ -595,3 +595,29 @@ func TestBackgroundPurgerReportsErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestManagerRetention(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := jobstest.NewSQLite(t)
+	clk := newClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	if got := jobs.New(s, jobs.Options{}).Retention(); got != jobs.DefaultRetention {
+		t.Errorf("default Retention() = %v, want %v", got, jobs.DefaultRetention)
+	}
+	m := jobs.New(s, jobs.Options{Now: clk.Now, Retention: 2 * time.Hour})
+	if got := m.Retention(); got != 2*time.Hour {
+		t.Errorf("Retention() = %v, want 2h", got)
+	}
+	j := mustJob(t, m, req("u", "k"))
+	if _, err := m.CancelJob(ctx, j.ID, "x"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Add(time.Hour)
+	if res, err := m.Purge(ctx, jobs.PurgeOptions{}); err != nil || res.Jobs != 0 {
+		t.Errorf("purge after 1h of 2h retention = %+v, %v; want nothing", res, err)
+	}
+	clk.Add(time.Hour + time.Second)
+	if res, err := m.Purge(ctx, jobs.PurgeOptions{}); err != nil || res.Jobs != 1 {
+		t.Errorf("purge after 2h of 2h retention = %+v, %v; want the job", res, err)
+	}
+}
