@@ -274,5 +274,12 @@ func (r PurgeResult) String() string {
 	if r.DryRun {
 		verb = "would purge"
 	}
-	return fmt.Sprintf("%s %d jobs and %d attempts closed before %s", verb, r.Jobs, r.Attempts, r.Cutoff.Format(time.RFC3339))
+	return fmt.Sprintf("%s %s and %s closed before %s", verb, plural(r.Jobs, "job"), plural(r.Attempts, "attempt"), r.Cutoff.Format(time.RFC3339))
+}
+
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -106,7 +106,7 @@ func timeline(j jobs.Job, as []jobs.Attempt) []step {
 	if j.State.Terminal() {
 		what := "job " + string(j.State)
 		if j.State == jobs.JobSucceeded {
-			what += " (won by attempt " + seqOf(as, j.CompletedBy) + ")"
+			what += ", won by attempt " + seqOf(as, j.CompletedBy)
 		}
 		add(j.ClosedAt, 0, 3, "%s%s", what, because(j.Reason))
 	}
@@ -377,7 +377,11 @@ func (c *cli) purge(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintln(c.out, res.String())
 		if !res.DryRun {
-			fmt.Fprintf(c.out, "%d batches in %s\n", res.Batches, dur(res.Duration))
+			batches := "batches"
+			if res.Batches == 1 {
+				batches = "batch"
+			}
+			fmt.Fprintf(c.out, "%d %s in %s\n", res.Batches, batches, dur(res.Duration))
 		}
 		return nil
 	})

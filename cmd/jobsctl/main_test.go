@@ -228,7 +228,7 @@ func TestShow(t *testing.T) {
 				"attempt 2 started on stripe (hedge)",
 				"attempt 2 won after 800ms",
 				"attempt 1 lost to attempt 2 ("+h.rHedge.ID+") [ref ch_primary] after 12.92s: result dropped",
-				"job succeeded (won by attempt 2 ("+h.rHedge.ID+"))",
+				"job succeeded, won by attempt 2 ("+h.rHedge.ID+")",
 				"lost to attempt 2 ("+h.rHedge.ID+"): result dropped",
 				`{"charge":"ch_hedge"}`,
 			)
@@ -295,7 +295,7 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			jobsctl(t, nil, args("cancel", h.rHedge.ID, "--reason", "oops")...).wantError(t, 1, "cannot move from succeeded to cancelled")
 
 			// purge: the job closed two days ago.
-			jobsctl(t, nil, args("purge", "--dry-run")...).want(t, 0, "would purge 1 jobs and 0 attempts")
+			jobsctl(t, nil, args("purge", "--dry-run")...).want(t, 0, "would purge 1 job and 0 attempts")
 			r = jobsctl(t, nil, args("purge", "--json")...)
 			var res jobs.PurgeResult
 			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Jobs != 1 || res.DryRun {
@@ -304,7 +304,7 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			if _, err := db.store.Job(context.Background(), h.old.ID); !errors.Is(err, jobs.ErrNotFound) {
 				t.Errorf("purged job: %v", err)
 			}
-			jobsctl(t, nil, args("purge", "--older-than", "1m")...).want(t, 0, "purged 1 jobs and 2 attempts")
+			jobsctl(t, nil, args("purge", "--older-than", "1m")...).want(t, 0, "purged 1 job and 2 attempts")
 
 			// check finds a broken invariant: a job given up while its attempt runs.
 			q := `UPDATE jobs SET state = 'failed', closed_at = updated_at WHERE id = $1`
