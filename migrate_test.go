@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -316,5 +317,38 @@ func TestNewerSchemaRefused(t *testing.T) {
 				t.Errorf("version after refused opens = %d, %v; want %d untouched", v, err, future)
 			}
 		})
+	}
+}
+
+// TestOpenNewSQLiteFileRace opens fresh SQLite files from many stores at
+// once: the first connections race to convert each file to WAL, which
+// SQLite refuses at once ("database is locked") instead of waiting for its
+// busy timeout. Every open must still succeed.
+func TestOpenNewSQLiteFileRace(t *testing.T) {
+	t.Parallel()
+	const files, openers = 20, 12
+	dir := t.TempDir()
+	for f := range files {
+		path := filepath.Join(dir, fmt.Sprintf("jobs%d.db", f))
+		var wg sync.WaitGroup
+		errs := make(chan error, openers)
+		start := make(chan struct{})
+		for range openers {
+			wg.Go(func() {
+				<-start
+				s, err := jobs.OpenSQLite(context.Background(), path)
+				if err != nil {
+					errs <- err
+					return
+				}
+				s.Close()
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("file %d: %v", f, err)
+		}
 	}
 }
