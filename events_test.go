@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // TestObserverSeesScriptedScenario drives one scripted scenario through the
@@ -23,7 +24,7 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			log := &eventLog{}
-			clk := newClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+			clk := jobstest.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 			m := jobs.New(sc.open(t), jobs.Options{Observer: log, Now: clk.Now})
 			must := func(err error) {
 				t.Helper()
@@ -123,7 +124,7 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 			expect(jobs.EventAttemptCancelled, j4.ID, a5.ID, "")
 
 			// Retention: j1, j2 and j3 are closed with every attempt finished.
-			clk.Add(25 * time.Hour)
+			clk.Advance(25 * time.Hour)
 			res, err := m.Purge(ctx, jobs.PurgeOptions{})
 			must(err)
 			if res.Jobs != 3 || res.Attempts != 4 {

@@ -25,26 +25,6 @@ var storeCases = []struct {
 	{"postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
 }
 
-// clock is a settable clock for Options.Now.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock(t time.Time) *clock { return &clock{t: t} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // eventLog records events, safe for concurrent use.
 type eventLog struct {
 	mu     sync.Mutex
@@ -117,7 +97,7 @@ func TestPurgeKeepsWhatIsNotExpired(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := sc.open(t)
-			clk := newClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+			clk := jobstest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 			log := &eventLog{}
 			m := jobs.New(s, jobs.Options{Now: clk.Now, Observer: log})
 
@@ -147,11 +127,11 @@ func TestPurgeKeepsWhatIsNotExpired(t *testing.T) {
 			ra, _ := m.StartAttempt(ctx, running.ID, "")
 			m.MarkRunning(ctx, ra.ID, "ref-1")
 
-			clk.Add(47 * time.Hour)
+			clk.Advance(47 * time.Hour)
 			// Recent: closed one hour before the purge.
 			recent := mustJob(t, m, req("u", "recent"))
 			succeed(t, m, recent)
-			clk.Add(time.Hour)
+			clk.Advance(time.Hour)
 
 			dry, err := m.Purge(ctx, jobs.PurgeOptions{DryRun: true})
 			if err != nil {
@@ -228,12 +208,12 @@ func TestPurgedKeyIsANewIntent(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := sc.open(t)
-			clk := newClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+			clk := jobstest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 			m := jobs.New(s, jobs.Options{Now: clk.Now})
 
 			old := mustJob(t, m, req("u", "k"))
 			succeed(t, m, old)
-			clk.Add(25 * time.Hour)
+			clk.Advance(25 * time.Hour)
 			// Before the purge, the key replays the old job.
 			if j, created, err := m.Submit(ctx, req("u", "k")); err != nil || created || j.ID != old.ID {
 				t.Fatalf("replay before purge = %s, %v, %v", j.ID, created, err)
@@ -303,7 +283,7 @@ func TestPurgeDuringSubmitStorm(t *testing.T) {
 			const keys, clients, rounds, purgers = 40, 6, 15, 3
 
 			// Old, closed jobs: the real clock minus two days.
-			oldClock := newClock(time.Now().Add(-48 * time.Hour))
+			oldClock := jobstest.NewClock(time.Now().Add(-48 * time.Hour))
 			setup := jobs.New(s, jobs.Options{Now: oldClock.Now})
 			oldIDs := map[string]string{}
 			for k := range keys {
@@ -416,7 +396,7 @@ func TestConcurrentPurgers(t *testing.T) {
 			ctx := context.Background()
 			s := sc.open(t)
 			const n = 120
-			old := jobs.New(s, jobs.Options{Now: newClock(time.Now().Add(-72 * time.Hour)).Now})
+			old := jobs.New(s, jobs.Options{Now: jobstest.NewClock(time.Now().Add(-72 * time.Hour)).Now})
 			for i := range n {
 				j := mustJob(t, old, req("u", fmt.Sprintf("k%03d", i)))
 				succeed(t, old, j)
@@ -538,7 +518,7 @@ func TestBackgroundPurger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := jobstest.NewSQLite(t)
-	old := jobs.New(s, jobs.Options{Now: newClock(time.Now().Add(-48 * time.Hour)).Now})
+	old := jobs.New(s, jobs.Options{Now: jobstest.NewClock(time.Now().Add(-48 * time.Hour)).Now})
 	j := mustJob(t, old, req("u", "k"))
 	succeed(t, old, j)
 
@@ -600,7 +580,7 @@ func TestManagerRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := jobstest.NewSQLite(t)
-	clk := newClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	clk := jobstest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	if got := jobs.New(s, jobs.Options{}).Retention(); got != jobs.DefaultRetention {
 		t.Errorf("default Retention() = %v, want %v", got, jobs.DefaultRetention)
 	}
@@ -612,11 +592,11 @@ func TestManagerRetention(t *testing.T) {
 	if _, err := m.CancelJob(ctx, j.ID, "x"); err != nil {
 		t.Fatal(err)
 	}
-	clk.Add(time.Hour)
+	clk.Advance(time.Hour)
 	if res, err := m.Purge(ctx, jobs.PurgeOptions{}); err != nil || res.Jobs != 0 {
 		t.Errorf("purge after 1h of 2h retention = %+v, %v; want nothing", res, err)
 	}
-	clk.Add(time.Hour + time.Second)
+	clk.Advance(time.Hour + time.Second)
 	if res, err := m.Purge(ctx, jobs.PurgeOptions{}); err != nil || res.Jobs != 1 {
 		t.Errorf("purge after 2h of 2h retention = %+v, %v; want the job", res, err)
 	}

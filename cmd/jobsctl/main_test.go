@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,9 +36,9 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
+	jobstest.Cleanup()
 	if code == 0 {
-		// jobstest keeps one admin pool for creating schemas.
-		if err := goleak.Find(goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener")); err != nil {
+		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			code = 1
 		}
@@ -109,19 +108,6 @@ func (r result) wantError(t *testing.T, code int, contains string) {
 	}
 }
 
-// clock is a settable clock for the seeded history.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // seeded is the history written by seed.
 type seeded struct {
 	raced, primary, hedge jobs.Job
@@ -137,7 +123,7 @@ type seeded struct {
 func seed(t *testing.T, s jobs.Store) seeded {
 	t.Helper()
 	ctx := context.Background()
-	clk := &clock{t: time.Now().UTC().Add(-50 * time.Hour).Truncate(time.Second)}
+	clk := jobstest.NewClock(time.Now().UTC().Add(-50 * time.Hour).Truncate(time.Second))
 	m := jobs.New(s, jobs.Options{Now: clk.Now, Logger: slog.New(slog.DiscardHandler)})
 	var h seeded
 	var err error
@@ -157,30 +143,30 @@ func seed(t *testing.T, s jobs.Store) seeded {
 	_, err = m.CancelJob(ctx, h.old.ID, "customer changed their mind")
 	check(err)
 
-	clk.Add(48 * time.Hour)
+	clk.Advance(48 * time.Hour)
 	h.raced = submit("order-42")
-	clk.Add(15 * time.Millisecond)
+	clk.Advance(15 * time.Millisecond)
 	h.rPrimary, err = m.StartAttempt(ctx, h.raced.ID, "")
 	check(err)
-	clk.Add(120 * time.Millisecond)
+	clk.Advance(120 * time.Millisecond)
 	_, err = m.MarkRunning(ctx, h.rPrimary.ID, "ch_primary")
 	check(err)
-	clk.Add(10 * time.Second)
+	clk.Advance(10 * time.Second)
 	h.rHedge, err = m.StartAttempt(ctx, h.raced.ID, "", jobs.Hedge())
 	check(err)
-	clk.Add(800 * time.Millisecond)
+	clk.Advance(800 * time.Millisecond)
 	_, err = m.Complete(ctx, h.rHedge.ID, json.RawMessage(`{"charge":"ch_hedge"}`))
 	check(err)
-	clk.Add(2 * time.Second)
+	clk.Advance(2 * time.Second)
 	if _, err := m.Complete(ctx, h.rPrimary.ID, json.RawMessage(`{"charge":"ch_primary"}`)); !errors.Is(err, jobs.ErrLostRace) {
 		t.Fatalf("late complete: %v", err)
 	}
 
-	clk.Add(time.Minute)
+	clk.Advance(time.Minute)
 	h.doubt = submit("order-43")
 	h.unknown, err = m.StartAttempt(ctx, h.doubt.ID, "")
 	check(err)
-	clk.Add(30 * time.Second)
+	clk.Advance(30 * time.Second)
 	_, err = m.MarkUnknown(ctx, h.unknown.ID, "no answer after 30s")
 	check(err)
 	return h
