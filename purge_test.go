@@ -601,3 +601,63 @@ func TestManagerRetention(t *testing.T) {
 		t.Errorf("purge after 2h of 2h retention = %+v, %v; want the job", res, err)
 	}
 }
+
+// TestPurgeDuringRetriedCompletes purges jobs whose winners keep repeating
+// their Complete (a client retrying after an ambiguous failure). The
+// retries lock the attempt, then its job; the purge locks jobs, then their
+// attempts. Neither may deadlock or fail the other: a retry sees the job,
+// or, once it is purged, ErrNotFound.
+func TestPurgeDuringRetriedCompletes(t *testing.T) {
+	t.Parallel()
+	for _, sc := range storeCases {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := sc.open(t)
+			const n = 30
+			old := jobs.New(s, jobs.Options{Now: jobstest.NewClock(time.Now().Add(-48 * time.Hour)).Now})
+			winners := make([]string, n)
+			for i := range n {
+				winners[i] = succeed(t, old, mustJob(t, old, req("u", fmt.Sprintf("k%02d", i)))).ID
+			}
+			m := jobs.New(s, jobs.Options{})
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			for w := range 4 {
+				wg.Go(func() {
+					<-start
+					for r := range 12 {
+						for i := range n {
+							_, err := m.Complete(ctx, winners[(i+w*7+r)%n], json.RawMessage(`{"ok":true}`))
+							if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+								t.Errorf("retried complete: %v", err)
+							}
+						}
+					}
+				})
+			}
+			var purged atomic.Int64
+			for range 2 {
+				wg.Go(func() {
+					<-start
+					for range 5 {
+						res, err := m.Purge(ctx, jobs.PurgeOptions{BatchSize: 4})
+						if err != nil {
+							t.Errorf("purge: %v", err)
+						}
+						purged.Add(res.Jobs)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			res, err := m.Purge(ctx, jobs.PurgeOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := purged.Load() + res.Jobs; got != n {
+				t.Errorf("purged %d jobs in all, want %d", got, n)
+			}
+		})
+	}
+}

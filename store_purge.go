@@ -19,21 +19,29 @@ const (
 
 	qCountPurgeable = `SELECT COUNT(*), COALESCE(SUM(attempt_count), 0) FROM jobs WHERE ` + purgeableWhere
 
-	// On PostgreSQL one statement deletes a batch: SKIP LOCKED leaves rows
-	// that another purger or a writer holds, so nobody waits. A terminal job
-	// accepts no new attempt, and a terminal attempt never reopens, so what
-	// the candidates' check saw stays true. The attempts are deleted
-	// explicitly rather than by the foreign key's cascade, so that they can
-	// be counted and so that the SQLite path, where foreign keys may be off on
-	// a caller's connection, does the same.
+	// On PostgreSQL one statement deletes a batch, and never waits for a
+	// lock: victims takes the jobs' row locks with SKIP LOCKED, att the
+	// attempts' the same way, and only jobs whose every attempt could be
+	// locked (ok) are deleted. Complete locks an attempt and then its job, the
+	// opposite order; waiting for an attempt here would deadlock with a
+	// retried Complete. A terminal job accepts no new attempt, and a terminal
+	// attempt never reopens, so what victims saw stays true. The attempts are
+	// deleted explicitly rather than by the foreign key's cascade, so that
+	// they can be counted and so that both dialects do the same.
 	qPurgePostgres = `WITH victims AS (
-    SELECT id FROM jobs WHERE ` + purgeableWhere + `
+    SELECT id, attempt_count FROM jobs WHERE ` + purgeableWhere + `
      ORDER BY closed_at LIMIT $2
        FOR UPDATE SKIP LOCKED
+), att AS (
+    SELECT id, job_id FROM job_attempts WHERE job_id IN (SELECT id FROM victims)
+       FOR UPDATE SKIP LOCKED
+), ok AS (
+    SELECT v.id FROM victims v
+     WHERE v.attempt_count = (SELECT COUNT(*) FROM att WHERE att.job_id = v.id)
 ), da AS (
-    DELETE FROM job_attempts WHERE job_id IN (SELECT id FROM victims) RETURNING 1
+    DELETE FROM job_attempts WHERE id IN (SELECT att.id FROM att JOIN ok ON ok.id = att.job_id) RETURNING 1
 ), dj AS (
-    DELETE FROM jobs WHERE id IN (SELECT id FROM victims) RETURNING 1
+    DELETE FROM jobs WHERE id IN (SELECT id FROM ok) RETURNING 1
 )
 SELECT (SELECT COUNT(*) FROM dj), (SELECT COUNT(*) FROM da)`
 )
