@@ -24,6 +24,10 @@ const (
 	EventAttemptCancelled  EventType = "attempt.cancelled"
 	EventRaceLost          EventType = "attempt.race_lost"
 	EventContractViolation EventType = "attempt.contract_violation"
+	EventProviderVerified  EventType = "provider.verified"            // a verification passed
+	EventVerificationFail  EventType = "provider.verification_failed" // a verification failed
+	EventAttemptReconciled EventType = "attempt.reconciled"           // a reconciler resolved an attempt
+	EventHedgeStarted      EventType = "attempt.hedge_started"        // a runner started a hedge after a silence
 )
 
 // Event describes one meaningful change, for metrics, traces and audit logs.
