@@ -6,8 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -303,7 +301,7 @@ func newFixture(t *testing.T, sc storeCase) *fixture {
 	f := &fixture{store: s, another: another, clock: newFakeClock(), ev: &events{}}
 	f.opts = jobs.Options{
 		Now:       f.clock.Now,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    discard,
 		Observer:  f.ev,
 		Contracts: map[string]jobs.Contract{kindSummarize: summaryContract("v1")},
 	}
