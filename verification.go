@@ -59,7 +59,7 @@ type ProviderUnverifiedError struct {
 	Provider        string
 	Kind            string
 	ContractVersion string
-	Reason          string // e.g. "never verified", "expired at …", "last verification failed: …"
+	Reason          string // e.g. "never verified …", "its verification expired at …", "its last verification failed: …"
 }
 
 func (e *ProviderUnverifiedError) Error() string {
@@ -223,9 +223,9 @@ func (m *Manager) CheckFailover(ctx context.Context, job Job, provider string) e
 	case err != nil:
 		return err
 	case !v.Passed:
-		return unverified("last verification (" + v.ID + ") failed: " + v.Reason)
+		return unverified("its last verification failed: " + v.Reason)
 	case !v.Valid(m.now()):
-		return unverified("verification " + v.ID + " expired at " + v.ExpiresAt.Format(time.RFC3339))
+		return unverified("its verification expired at " + v.ExpiresAt.Format(time.RFC3339))
 	}
 	return nil
 }
