@@ -64,7 +64,9 @@ type Reconciler struct {
 	Providers map[string]Provider
 
 	// StaleAfter is how long a starting or running attempt may go without
-	// a change before it is examined. Defaults to DefaultStaleAfter.
+	// a change before it is examined. Make it longer than the runners'
+	// AttemptTimeout, so that attempts a live runner is still waiting for
+	// are left to it. Defaults to DefaultStaleAfter.
 	StaleAfter time.Duration
 
 	// RecheckAfter is how long after its last change (or last examination)

@@ -152,6 +152,7 @@ type run struct {
 	winner       Job   //
 	closed       error // the job was closed by someone else
 	doubt        error // *AttemptInFlightError for the attempt in doubt
+	doubtState   AttemptState
 	fatal        error // a storage error
 	failures     []string
 	stillUnknown []*flight // MarkUnknown refused while a hedge was starting; retried
@@ -226,6 +227,11 @@ func (ru *run) loop(ctx context.Context) (Job, error) {
 		if err != nil {
 			return Job{}, ru.closed
 		}
+		if j.State == JobSucceeded {
+			// Completed meanwhile, e.g. by a reconciler that learned the
+			// result of one of these attempts first.
+			return j, nil
+		}
 		return j, ru.closed
 	case ctx.Err() != nil:
 		return Job{}, ctx.Err()
@@ -234,6 +240,9 @@ func (ru *run) loop(ctx context.Context) (Job, error) {
 	case ru.doubt != nil:
 		j, _ := ru.m.Get(wctx, ru.job.ID)
 		return j, ru.doubt
+	}
+	if j, err := ru.m.Get(wctx, ru.job.ID); err == nil && j.State == JobSucceeded {
+		return j, nil // completed by someone else meanwhile
 	}
 	reason := "no provider configured"
 	if len(ru.failures) > 0 {
@@ -416,6 +425,9 @@ func (ru *run) finish(wctx, ctx context.Context, f *flight, result json.RawMessa
 			ru.abandonLosers(wctx)
 		case errors.Is(err, ErrInvalidTransition):
 			// Resolved meanwhile by someone else (a reconciler, a cancel).
+			if j, gerr := ru.m.Get(wctx, ru.job.ID); gerr == nil && j.State == JobSucceeded {
+				ru.won, ru.winner = true, j
+			}
 		default:
 			ru.logger.ErrorContext(ctx, "jobs: could not record result", "job_id", ru.job.ID, "attempt_id", id, "error", err)
 			ru.fatal = err
@@ -448,12 +460,11 @@ func (ru *run) inDoubt(wctx context.Context, f *flight, reason string) {
 		return
 	}
 	ru.stopStarting = true
-	if ru.doubt == nil {
-		ru.doubt = &AttemptInFlightError{JobID: ru.job.ID, AttemptID: f.a.ID, State: AttemptUnknown}
-	}
 	_, err := ru.m.MarkUnknown(wctx, f.a.ID, sanitizeReason(reason))
 	switch {
-	case err == nil, errors.Is(err, ErrInvalidTransition):
+	case err == nil:
+		ru.noteDoubt(f.a.ID, AttemptUnknown)
+	case errors.Is(err, ErrInvalidTransition):
 	case errors.Is(err, ErrAttemptInFlight):
 		// A hedge is still starting: try again once it moves on.
 		ru.stillUnknown = append(ru.stillUnknown, f)
@@ -471,7 +482,10 @@ func (ru *run) retryUnknown(wctx context.Context) {
 	ru.stillUnknown = nil
 	for _, f := range pending {
 		_, err := ru.m.MarkUnknown(wctx, f.a.ID, sanitizeReason(f.a.Reason))
-		if errors.Is(err, ErrAttemptInFlight) {
+		switch {
+		case err == nil:
+			ru.noteDoubt(f.a.ID, AttemptUnknown)
+		case errors.Is(err, ErrAttemptInFlight):
 			ru.stillUnknown = append(ru.stillUnknown, f)
 		}
 	}
@@ -480,9 +494,20 @@ func (ru *run) retryUnknown(wctx context.Context) {
 		// reconciler finds it stale.
 		for _, f := range ru.stillUnknown {
 			ru.logger.WarnContext(wctx, "jobs: attempt left running for the reconciler", "job_id", ru.job.ID, "attempt_id", f.a.ID)
+			ru.noteDoubt(f.a.ID, AttemptRunning)
 		}
 		ru.stillUnknown = nil
 	}
+}
+
+// noteDoubt remembers the attempt Run reports as in doubt: the first that
+// became unknown, else one left running.
+func (ru *run) noteDoubt(id string, state AttemptState) {
+	if ru.doubt != nil && (state != AttemptUnknown || ru.doubtState == AttemptUnknown) {
+		return
+	}
+	ru.doubt = &AttemptInFlightError{JobID: ru.job.ID, AttemptID: id, State: state}
+	ru.doubtState = state
 }
 
 func (ru *run) abandonLosers(wctx context.Context) {

@@ -305,3 +305,50 @@ func TestRunnerAbandonLosers(t *testing.T) {
 		f.checkInvariants(t)
 	})
 }
+
+// The primary times out while its hedge has not been acknowledged yet: at
+// most one attempt may be in doubt, so the primary cannot become unknown
+// until the hedge moves on. Whatever is left open, a reconciler resolves.
+func TestRunnerTimeoutWhileHedgeStarting(t *testing.T) {
+	forEachStore(t, func(t *testing.T, sc storeCase) {
+		f := newFixture(t, sc)
+		f.verify(t, "beta", goodB)
+		alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Hour, result: json.RawMessage(goodA)}
+		beta := &fakeProvider{name: "beta", clock: f.clock, delay: time.Hour, noAck: true, result: json.RawMessage(goodB)}
+		r := f.newRunner(alpha, beta)
+		r.HedgeAfter = 10 * time.Second
+		r.AttemptTimeout = 30 * time.Second
+		j := f.submit(t, "k", "alpha")
+		ctx := context.Background()
+
+		wait := runAsync(ctx, r, j.ID)
+		f.clock.step(t, 3, 10*time.Second) // t=10: hedge on beta, which never acknowledges
+		f.clock.step(t, 4, 20*time.Second) // t=30: alpha's deadline, while beta is starting
+		f.clock.step(t, 2, 10*time.Second) // t=40: beta's deadline
+		_, err := wait(t)
+		var inFlight *jobs.AttemptInFlightError
+		if !errors.As(err, &inFlight) {
+			t.Fatalf("Run = %v, want ErrAttemptInFlight", err)
+		}
+		as := f.attempts(t, j.ID)
+		if !slices.Equal(states(as), []string{"alpha=running", "beta=unknown"}) {
+			t.Fatalf("attempts %v", states(as))
+		}
+		if inFlight.AttemptID != as[1].ID || inFlight.State != jobs.AttemptUnknown {
+			t.Errorf("Run names %s (%s), want beta's unknown attempt", inFlight.AttemptID, inFlight.State)
+		}
+		f.checkInvariants(t)
+
+		alpha.setOutcome(as[0].ProviderRef, jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)})
+		rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: time.Minute}
+		f.clock.Advance(2 * time.Minute)
+		rep, err := rec.ReconcileOnce(ctx)
+		if err != nil || len(rep.Resolved) != 2 || len(rep.Errors) != 0 {
+			t.Fatalf("ReconcileOnce = %+v, %v", rep, err)
+		}
+		if as := f.attempts(t, j.ID); !slices.Equal(states(as), []string{"alpha=succeeded", "beta=cancelled"}) {
+			t.Errorf("after reconciling: %v", states(as))
+		}
+		f.checkInvariants(t)
+	})
+}
