@@ -233,3 +233,43 @@ func TestReconcilersRacingResolveEachAttemptOnce(t *testing.T) {
 		f.checkInvariants(t)
 	})
 }
+
+// Run reconciles on every tick of its clock until its context ends.
+func TestReconcilerRunEveryTick(t *testing.T) {
+	forEachStore(t, func(t *testing.T, sc storeCase) {
+		f := newFixture(t, sc)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		alpha := &fakeProvider{name: "alpha", clock: f.clock}
+		rec := &jobs.Reconciler{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": alpha},
+			StaleAfter: time.Minute, Clock: f.clock}
+		if err := rec.Run(ctx, 0); !errors.Is(err, jobs.ErrInvalidInput) {
+			t.Errorf("Run(0) = %v", err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- rec.Run(ctx, 30*time.Second) }()
+
+		f.clock.waitTimers(t, 1) // first pass done, nothing to do
+		j := f.submit(t, "k", "alpha")
+		a, err := f.m.StartAttempt(context.Background(), j.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 4 { // 2 minutes: stale and past its grace period
+			f.clock.step(t, 1, 30*time.Second)
+		}
+		f.clock.waitTimers(t, 1)
+		if got, _ := f.m.Attempt(context.Background(), a.ID); got.State != jobs.AttemptCancelled {
+			t.Errorf("attempt %s after Run's passes, want cancelled", got.State)
+		}
+		cancel()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("Run = %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("Run did not stop")
+		}
+	})
+}

@@ -84,3 +84,8 @@ func (s *SQLStore) AttemptKind(ctx context.Context, attemptID string) (Attempt, 
 	}
 	return a, kind, nil
 }
+
+var (
+	_ ReconcileStore    = (*SQLStore)(nil)
+	_ AttemptKindReader = (*SQLStore)(nil)
+)

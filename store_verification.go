@@ -80,3 +80,5 @@ func (s *SQLStore) LatestVerification(ctx context.Context, provider, kind, contr
 	}
 	return v, nil
 }
+
+var _ VerificationStore = (*SQLStore)(nil)
