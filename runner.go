@@ -73,8 +73,8 @@ type Runner struct {
 // result, or once nothing more can be done.
 //
 // Errors: nil with the succeeded job; ErrAttemptInFlight (an
-// *AttemptInFlightError naming an attempt in doubt: this Run or another
-// worker left one starting or unknown, and a Reconciler must resolve it);
+// *AttemptInFlightError naming an open attempt: another worker's, or one
+// this Run or an earlier one left unknown, which a Reconciler resolves);
 // ErrJobClosed (the job was failed or cancelled); ErrNoProviderLeft;
 // ctx.Err() when ctx ended (the in-flight provider calls were cancelled and
 // their attempts marked unknown); ErrNotFound, ErrInvalidInput, ErrStorage.
@@ -96,6 +96,12 @@ func (r *Runner) Run(ctx context.Context, jobID string) (Job, error) {
 	}
 	failed := map[string]bool{}
 	for _, a := range prev {
+		if a.State.Open() {
+			// Another worker's attempt, or one left in doubt: the store
+			// would refuse a new one (or allow only a hedge, which is the
+			// business of whoever runs that attempt).
+			return job, &AttemptInFlightError{JobID: job.ID, AttemptID: a.ID, State: a.State}
+		}
 		if a.State == AttemptFailed {
 			failed[a.Provider] = true
 		}
