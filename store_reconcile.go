@@ -33,24 +33,8 @@ func (s *SQLStore) StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, 
 	if q.OpenBefore.After(upper) {
 		upper = q.OpenBefore
 	}
-	rows, err := s.rdb.QueryContext(ctx, s.d.rebind(qStaleAttempts),
+	return queryAll(ctx, s, s.rdb, "list stale attempts", scanAttempt, qStaleAttempts,
 		s.d.ts(q.UnknownBefore), s.d.ts(q.OpenBefore), s.d.ts(upper), limit)
-	if err != nil {
-		return nil, s.d.interpret("list stale attempts", err)
-	}
-	defer rows.Close()
-	var out []Attempt
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, s.d.interpret("list stale attempts", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.d.interpret("list stale attempts", err)
-	}
-	return out, nil
 }
 
 // ClaimAttempt implements ReconcileStore.

@@ -50,23 +50,7 @@ func (s *SQLStore) Verifications(ctx context.Context, f VerificationFilter) ([]V
 	if limit <= 0 {
 		limit = 100
 	}
-	rows, err := s.rdb.QueryContext(ctx, s.d.rebind(qVerifications), f.Provider, f.Kind, f.ContractVersion, limit)
-	if err != nil {
-		return nil, s.d.interpret("list verifications", err)
-	}
-	defer rows.Close()
-	var out []Verification
-	for rows.Next() {
-		v, err := scanVerification(rows)
-		if err != nil {
-			return nil, s.d.interpret("list verifications", err)
-		}
-		out = append(out, v)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.d.interpret("list verifications", err)
-	}
-	return out, nil
+	return queryAll(ctx, s, s.rdb, "list verifications", scanVerification, qVerifications, f.Provider, f.Kind, f.ContractVersion, limit)
 }
 
 // LatestVerification implements VerificationStore.
