@@ -165,7 +165,7 @@ func (m *Manager) VerifyProvider(ctx context.Context, provider, kind string,
 	}
 	typ := EventProviderVerified
 	if !v.Passed {
-		typ = EventVerificationFail
+		typ = EventVerificationFailed
 	}
 	m.emit(ctx, Event{Type: typ, Kind: kind, Provider: provider, Reason: v.Reason, Duration: time.Since(start)})
 	return v, nil
