@@ -10,24 +10,28 @@ type EventType string
 
 // Event types.
 const (
-	EventJobCreated         EventType = "job.created"
-	EventJobReplayed        EventType = "job.replayed"
-	EventKeyConflict        EventType = "job.key_conflict"
-	EventJobFailed          EventType = "job.failed"
-	EventJobCancelled       EventType = "job.cancelled"
-	EventAttemptStarted     EventType = "attempt.started"
-	EventAttemptRefused     EventType = "attempt.refused"
-	EventAttemptRunning     EventType = "attempt.running"
-	EventAttemptUnknown     EventType = "attempt.unknown"
-	EventAttemptSucceeded   EventType = "attempt.succeeded"
-	EventAttemptFailed      EventType = "attempt.failed"
-	EventAttemptCancelled   EventType = "attempt.cancelled"
-	EventRaceLost           EventType = "attempt.race_lost"
-	EventContractViolation  EventType = "attempt.contract_violation"
+	EventJobCreated        EventType = "job.created"
+	EventJobReplayed       EventType = "job.replayed"
+	EventKeyConflict       EventType = "job.key_conflict"
+	EventJobFailed         EventType = "job.failed"
+	EventJobCancelled      EventType = "job.cancelled"
+	EventAttemptStarted    EventType = "attempt.started"
+	EventAttemptRefused    EventType = "attempt.refused"
+	EventAttemptRunning    EventType = "attempt.running"
+	EventAttemptUnknown    EventType = "attempt.unknown"
+	EventAttemptSucceeded  EventType = "attempt.succeeded"
+	EventAttemptFailed     EventType = "attempt.failed"
+	EventAttemptCancelled  EventType = "attempt.cancelled"
+	EventRaceLost          EventType = "attempt.race_lost"
+	EventContractViolation EventType = "attempt.contract_violation"
+)
+
+// Event types of verification, hedging and reconciliation.
+const (
 	EventProviderVerified   EventType = "provider.verified"            // a verification passed
 	EventVerificationFailed EventType = "provider.verification_failed" // a verification failed
-	EventAttemptReconciled  EventType = "attempt.reconciled"           // a reconciler resolved an attempt
-	EventHedgeStarted       EventType = "attempt.hedge_started"        // a runner started a hedge after a silence
+	EventHedgeStarted       EventType = "attempt.hedge_started"        // a Runner started a hedge after a silence
+	EventAttemptReconciled  EventType = "attempt.reconciled"           // a Reconciler resolved an attempt
 )
 
 // Event describes one meaningful change, for metrics, traces and audit logs.
