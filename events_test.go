@@ -19,11 +19,11 @@ import (
 // that changed nothing.
 func TestObserverSeesScriptedScenario(t *testing.T) {
 	t.Parallel()
-	for _, sc := range storeCases {
+	for _, sc := range opsStores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			log := &eventLog{}
+			log := &eventRecorder{}
 			clk := jobstest.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
 			m := jobs.New(sc.open(t), jobs.Options{Observer: log, Now: clk.Now})
 			must := func(err error) {
@@ -45,11 +45,11 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 			}
 
 			// A double click, then the same key with another amount.
-			j1 := mustJob(t, m, req("u", "k1"))
+			j1 := submitOK(t, m, chargeReq("u", "k1"))
 			expect(jobs.EventJobCreated, j1.ID, "", "")
-			mustJob(t, m, req("u", "k1"))
+			submitOK(t, m, chargeReq("u", "k1"))
 			expect(jobs.EventJobReplayed, j1.ID, "", "")
-			other := req("u", "k1")
+			other := chargeReq("u", "k1")
 			other.Params = json.RawMessage(`{"amount":1}`)
 			if _, _, err := m.Submit(ctx, other); !errors.Is(err, jobs.ErrKeyConflict) {
 				t.Fatalf("conflict: %v", err)
@@ -85,7 +85,7 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 			expect(jobs.EventAttemptRefused, j1.ID, "", "")
 
 			// A timeout, the provider's refusal, and giving up.
-			j2 := mustJob(t, m, req("u", "k2"))
+			j2 := submitOK(t, m, chargeReq("u", "k2"))
 			expect(jobs.EventJobCreated, j2.ID, "", "")
 			a3 := start(j2.ID, "")
 			expect(jobs.EventAttemptStarted, j2.ID, a3.ID, "")
@@ -102,7 +102,7 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 			expect(jobs.EventJobFailed, j2.ID, "", "")
 
 			// Cancelled out of band while an attempt runs; its result comes late.
-			j3 := mustJob(t, m, req("u", "k3"))
+			j3 := submitOK(t, m, chargeReq("u", "k3"))
 			expect(jobs.EventJobCreated, j3.ID, "", "")
 			a4 := start(j3.ID, "")
 			expect(jobs.EventAttemptStarted, j3.ID, a4.ID, "")
@@ -115,7 +115,7 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 			expect(jobs.EventAttemptCancelled, j3.ID, a4.ID, "")
 
 			// An attempt cancelled by an operator; its job stays open.
-			j4 := mustJob(t, m, req("u", "k4"))
+			j4 := submitOK(t, m, chargeReq("u", "k4"))
 			expect(jobs.EventJobCreated, j4.ID, "", "")
 			a5 := start(j4.ID, "")
 			expect(jobs.EventAttemptStarted, j4.ID, a5.ID, "")
@@ -143,7 +143,7 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 				}
 			}
 			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("events:\n got  %s\n want %s", format(got), format(want))
+				t.Errorf("events:\n got  %s\n want %s", formatEvents(got), formatEvents(want))
 			}
 			for _, e := range log.events {
 				switch e.Type {
@@ -172,7 +172,7 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 	}
 }
 
-func format[T any](evs []T) string {
+func formatEvents[T any](evs []T) string {
 	var b strings.Builder
 	for _, e := range evs {
 		fmt.Fprintf(&b, "\n   %v", e)

@@ -79,11 +79,11 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 				}
 				t.Cleanup(func() { stores[i].Close() })
 			}
-			assertMigrations(t, stores[0])
+			checkMigrationsRecorded(t, stores[0])
 			// All of them work on the one schema.
 			ctx := context.Background()
-			first := mustJob(t, jobs.New(stores[3], jobs.Options{}), req("u", "k"))
-			again, created, err := jobs.New(stores[7], jobs.Options{}).Submit(ctx, req("u", "k"))
+			first := submitOK(t, jobs.New(stores[3], jobs.Options{}), chargeReq("u", "k"))
+			again, created, err := jobs.New(stores[7], jobs.Options{}).Submit(ctx, chargeReq("u", "k"))
 			if err != nil || created || again.ID != first.ID {
 				t.Errorf("submit through another store = %s, %v, %v; want %s replayed", again.ID, created, err, first.ID)
 			}
@@ -92,7 +92,7 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 }
 
 // assertMigrations checks that every migration is recorded once, in order.
-func assertMigrations(t testing.TB, s *jobs.SQLStore) {
+func checkMigrationsRecorded(t testing.TB, s *jobs.SQLStore) {
 	t.Helper()
 	ms, err := jobs.MigrationList(s.Dialect())
 	if err != nil {
@@ -128,7 +128,7 @@ func assertMigrations(t testing.TB, s *jobs.SQLStore) {
 // schemaV1 puts a database at schema version 1 by hand, as a first release
 // of the library would have left it, with a finished job, a job whose
 // attempt is unknown, and a pending job.
-func schemaV1(t testing.TB, db *sql.DB, dialect string) {
+func writeSchemaV1(t testing.TB, db *sql.DB, dialect string) {
 	t.Helper()
 	ms, err := jobs.MigrationList(dialect)
 	if err != nil {
@@ -192,7 +192,7 @@ func TestUpgradeFromSchemaV1(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			schemaV1(t, db, "sqlite")
+			writeSchemaV1(t, db, "sqlite")
 			db.Close()
 			return jobstest.NewSQLiteAt(t, path)
 		}},
@@ -202,7 +202,7 @@ func TestUpgradeFromSchemaV1(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			schemaV1(t, db, "postgres")
+			writeSchemaV1(t, db, "postgres")
 			db.Close()
 			s, err := jobs.OpenPostgres(context.Background(), dsn)
 			if err != nil {
@@ -218,7 +218,7 @@ func TestUpgradeFromSchemaV1(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := tc.open(t)
-			assertMigrations(t, s)
+			checkMigrationsRecorded(t, s)
 			m := jobs.New(s, jobs.Options{})
 
 			done, err := m.Get(ctx, "job_done")
@@ -252,7 +252,7 @@ func TestUpgradeFromSchemaV1(t *testing.T) {
 			if _, err := s.DB().Exec(`SELECT COUNT(*) FROM job_verifications`); err != nil {
 				t.Errorf("job_verifications after upgrade: %v", err)
 			}
-			assertInvariants(t, s)
+			checkNoViolations(t, s)
 		})
 	}
 }

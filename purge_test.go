@@ -16,8 +16,8 @@ import (
 	"github.com/intentjobs/jobs/jobstest"
 )
 
-// storeCases are the stores every test here runs on.
-var storeCases = []struct {
+// opsStores are the stores every test here runs on.
+var opsStores = []struct {
 	name string
 	open func(t testing.TB) *jobs.SQLStore
 }{
@@ -25,19 +25,19 @@ var storeCases = []struct {
 	{"postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
 }
 
-// eventLog records events, safe for concurrent use.
-type eventLog struct {
+// eventRecorder records events, safe for concurrent use.
+type eventRecorder struct {
 	mu     sync.Mutex
 	events []jobs.Event
 }
 
-func (l *eventLog) Observe(_ context.Context, e jobs.Event) {
+func (l *eventRecorder) Observe(_ context.Context, e jobs.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, e)
 }
 
-func (l *eventLog) ofType(typ jobs.EventType) []jobs.Event {
+func (l *eventRecorder) ofType(typ jobs.EventType) []jobs.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var out []jobs.Event
@@ -49,12 +49,12 @@ func (l *eventLog) ofType(typ jobs.EventType) []jobs.Event {
 	return out
 }
 
-func req(owner, key string) jobs.SubmitRequest {
+func chargeReq(owner, key string) jobs.SubmitRequest {
 	return jobs.SubmitRequest{Owner: owner, Key: key, Kind: "charge", Provider: "stripe", Params: json.RawMessage(`{"amount":1200}`)}
 }
 
 // mustJob submits and fails the test on error.
-func mustJob(t testing.TB, m *jobs.Manager, r jobs.SubmitRequest) jobs.Job {
+func submitOK(t testing.TB, m *jobs.Manager, r jobs.SubmitRequest) jobs.Job {
 	t.Helper()
 	j, _, err := m.Submit(context.Background(), r)
 	if err != nil {
@@ -64,7 +64,7 @@ func mustJob(t testing.TB, m *jobs.Manager, r jobs.SubmitRequest) jobs.Job {
 }
 
 // succeed runs one attempt of j to success.
-func succeed(t testing.TB, m *jobs.Manager, j jobs.Job) jobs.Attempt {
+func runToSuccess(t testing.TB, m *jobs.Manager, j jobs.Job) jobs.Attempt {
 	t.Helper()
 	ctx := context.Background()
 	a, err := m.StartAttempt(ctx, j.ID, "")
@@ -78,7 +78,7 @@ func succeed(t testing.TB, m *jobs.Manager, j jobs.Job) jobs.Attempt {
 }
 
 // exists reports whether the job is still stored.
-func exists(t testing.TB, s jobs.Store, id string) bool {
+func jobExists(t testing.TB, s jobs.Store, id string) bool {
 	t.Helper()
 	_, err := s.Job(context.Background(), id)
 	if errors.Is(err, jobs.ErrNotFound) {
@@ -92,45 +92,45 @@ func exists(t testing.TB, s jobs.Store, id string) bool {
 
 func TestPurgeKeepsWhatIsNotExpired(t *testing.T) {
 	t.Parallel()
-	for _, sc := range storeCases {
+	for _, sc := range opsStores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := sc.open(t)
 			clk := jobstest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-			log := &eventLog{}
+			log := &eventRecorder{}
 			m := jobs.New(s, jobs.Options{Now: clk.Now, Observer: log})
 
 			// Old jobs, 48 hours before the purge.
-			succeeded := mustJob(t, m, req("u", "succeeded"))
-			succeed(t, m, succeeded)
-			failed := mustJob(t, m, req("u", "failed"))
+			succeeded := submitOK(t, m, chargeReq("u", "succeeded"))
+			runToSuccess(t, m, succeeded)
+			failed := submitOK(t, m, chargeReq("u", "failed"))
 			fa, _ := m.StartAttempt(ctx, failed.ID, "")
 			m.Fail(ctx, fa.ID, "declined")
 			if _, err := m.FailJob(ctx, failed.ID, "gave up"); err != nil {
 				t.Fatal(err)
 			}
-			cancelledIdle := mustJob(t, m, req("u", "cancelled-idle"))
+			cancelledIdle := submitOK(t, m, chargeReq("u", "cancelled-idle"))
 			if _, err := m.CancelJob(ctx, cancelledIdle.ID, "user"); err != nil {
 				t.Fatal(err)
 			}
 			// Cancelled while an attempt is unknown: the provider may still
 			// deliver, so the attempt's truth must stay recordable.
-			cancelledOpen := mustJob(t, m, req("u", "cancelled-open"))
+			cancelledOpen := submitOK(t, m, chargeReq("u", "cancelled-open"))
 			oa, _ := m.StartAttempt(ctx, cancelledOpen.ID, "")
 			m.MarkUnknown(ctx, oa.ID, "timeout")
 			if _, err := m.CancelJob(ctx, cancelledOpen.ID, "user"); err != nil {
 				t.Fatal(err)
 			}
-			pending := mustJob(t, m, req("u", "pending"))
-			running := mustJob(t, m, req("u", "running"))
+			pending := submitOK(t, m, chargeReq("u", "pending"))
+			running := submitOK(t, m, chargeReq("u", "running"))
 			ra, _ := m.StartAttempt(ctx, running.ID, "")
 			m.MarkRunning(ctx, ra.ID, "ref-1")
 
 			clk.Advance(47 * time.Hour)
 			// Recent: closed one hour before the purge.
-			recent := mustJob(t, m, req("u", "recent"))
-			succeed(t, m, recent)
+			recent := submitOK(t, m, chargeReq("u", "recent"))
+			runToSuccess(t, m, recent)
 			clk.Advance(time.Hour)
 
 			dry, err := m.Purge(ctx, jobs.PurgeOptions{DryRun: true})
@@ -140,7 +140,7 @@ func TestPurgeKeepsWhatIsNotExpired(t *testing.T) {
 			if dry.Jobs != 3 || dry.Attempts != 2 || !dry.DryRun || dry.Batches != 0 {
 				t.Errorf("dry run = %+v, want 3 jobs and 2 attempts", dry)
 			}
-			if !exists(t, s, succeeded.ID) {
+			if !jobExists(t, s, succeeded.ID) {
 				t.Fatal("dry run deleted a job")
 			}
 
@@ -158,12 +158,12 @@ func TestPurgeKeepsWhatIsNotExpired(t *testing.T) {
 				t.Errorf("cutoff = %v, want %v", res.Cutoff, want)
 			}
 			for _, id := range []string{succeeded.ID, failed.ID, cancelledIdle.ID} {
-				if exists(t, s, id) {
+				if jobExists(t, s, id) {
 					t.Errorf("job %s survived the purge", id)
 				}
 			}
 			for _, id := range []string{cancelledOpen.ID, pending.ID, running.ID, recent.ID} {
-				if !exists(t, s, id) {
+				if !jobExists(t, s, id) {
 					t.Errorf("job %s was purged", id)
 				}
 			}
@@ -193,17 +193,17 @@ func TestPurgeKeepsWhatIsNotExpired(t *testing.T) {
 			}
 			// A shorter retention reaches the recent job.
 			res, err = m.Purge(ctx, jobs.PurgeOptions{Retention: 30 * time.Minute})
-			if err != nil || res.Jobs != 1 || exists(t, s, recent.ID) {
+			if err != nil || res.Jobs != 1 || jobExists(t, s, recent.ID) {
 				t.Errorf("purge with 30m retention = %+v, %v; want the recent job", res, err)
 			}
-			assertInvariants(t, s)
+			checkNoViolations(t, s)
 		})
 	}
 }
 
 func TestPurgedKeyIsANewIntent(t *testing.T) {
 	t.Parallel()
-	for _, sc := range storeCases {
+	for _, sc := range opsStores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -211,15 +211,15 @@ func TestPurgedKeyIsANewIntent(t *testing.T) {
 			clk := jobstest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 			m := jobs.New(s, jobs.Options{Now: clk.Now})
 
-			old := mustJob(t, m, req("u", "k"))
-			succeed(t, m, old)
+			old := submitOK(t, m, chargeReq("u", "k"))
+			runToSuccess(t, m, old)
 			clk.Advance(25 * time.Hour)
 			// Before the purge, the key replays the old job.
-			if j, created, err := m.Submit(ctx, req("u", "k")); err != nil || created || j.ID != old.ID {
+			if j, created, err := m.Submit(ctx, chargeReq("u", "k")); err != nil || created || j.ID != old.ID {
 				t.Fatalf("replay before purge = %s, %v, %v", j.ID, created, err)
 			}
 			// And a different intent under it is a conflict.
-			other := req("u", "k")
+			other := chargeReq("u", "k")
 			other.Params = json.RawMessage(`{"amount":1}`)
 			if _, _, err := m.Submit(ctx, other); !errors.Is(err, jobs.ErrKeyConflict) {
 				t.Fatalf("other intent before purge: err = %v, want ErrKeyConflict", err)
@@ -243,7 +243,7 @@ func TestPurgeInvalidOptions(t *testing.T) {
 	s := jobstest.NewSQLite(t)
 	m := jobs.New(s, jobs.Options{})
 	ctx := context.Background()
-	old := mustJob(t, m, req("u", "k"))
+	old := submitOK(t, m, chargeReq("u", "k"))
 	if _, err := m.CancelJob(ctx, old.ID, "x"); err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +257,7 @@ func TestPurgeInvalidOptions(t *testing.T) {
 			t.Errorf("Purge(%+v): err = %v, want ErrInvalidInput", o, err)
 		}
 	}
-	if !exists(t, s, old.ID) {
+	if !jobExists(t, s, old.ID) {
 		t.Error("an invalid purge deleted a job")
 	}
 	if err := m.NewPurger(jobs.PurgerOptions{Purge: jobs.PurgeOptions{BatchSize: -1}}).Run(ctx); !errors.Is(err, jobs.ErrInvalidInput) {
@@ -275,7 +275,7 @@ func TestPurgeInvalidOptions(t *testing.T) {
 // is purged, then exactly one new one, never two.
 func TestPurgeDuringSubmitStorm(t *testing.T) {
 	t.Parallel()
-	for _, sc := range storeCases {
+	for _, sc := range opsStores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -288,16 +288,16 @@ func TestPurgeDuringSubmitStorm(t *testing.T) {
 			oldIDs := map[string]string{}
 			for k := range keys {
 				key := fmt.Sprintf("k%02d", k)
-				j := mustJob(t, setup, req("u", key))
+				j := submitOK(t, setup, chargeReq("u", key))
 				if k%2 == 0 {
-					succeed(t, setup, j)
+					runToSuccess(t, setup, j)
 				} else if _, err := setup.CancelJob(ctx, j.ID, "x"); err != nil {
 					t.Fatal(err)
 				}
 				oldIDs[key] = j.ID
 			}
 			// Old but open: must survive every purge.
-			openOld := mustJob(t, setup, req("u", "open"))
+			openOld := submitOK(t, setup, chargeReq("u", "open"))
 
 			m := jobs.New(s, jobs.Options{})
 			var (
@@ -315,7 +315,7 @@ func TestPurgeDuringSubmitStorm(t *testing.T) {
 					for r := range rounds {
 						for k := range keys {
 							key := fmt.Sprintf("k%02d", (k+c*7+r)%keys)
-							j, isNew, err := m.Submit(ctx, req("u", key))
+							j, isNew, err := m.Submit(ctx, chargeReq("u", key))
 							if err != nil {
 								errs <- fmt.Errorf("submit %s: %w", key, err)
 								continue
@@ -378,10 +378,10 @@ func TestPurgeDuringSubmitStorm(t *testing.T) {
 					t.Errorf("key %s: current job %s, created %v", key, cur.ID, created[key])
 				}
 			}
-			if !exists(t, s, openOld.ID) {
+			if !jobExists(t, s, openOld.ID) {
 				t.Error("an old open job was purged")
 			}
-			assertInvariants(t, s)
+			checkNoViolations(t, s)
 		})
 	}
 }
@@ -390,7 +390,7 @@ func TestPurgeDuringSubmitStorm(t *testing.T) {
 // job is deleted once, and together they report exactly the backlog.
 func TestConcurrentPurgers(t *testing.T) {
 	t.Parallel()
-	for _, sc := range storeCases {
+	for _, sc := range opsStores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -398,8 +398,8 @@ func TestConcurrentPurgers(t *testing.T) {
 			const n = 120
 			old := jobs.New(s, jobs.Options{Now: jobstest.NewClock(time.Now().Add(-72 * time.Hour)).Now})
 			for i := range n {
-				j := mustJob(t, old, req("u", fmt.Sprintf("k%03d", i)))
-				succeed(t, old, j)
+				j := submitOK(t, old, chargeReq("u", fmt.Sprintf("k%03d", i)))
+				runToSuccess(t, old, j)
 			}
 			m := jobs.New(s, jobs.Options{})
 			var jobsDone, attemptsDone atomic.Int64
@@ -440,7 +440,7 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		s := jobstest.NewSQLite(t)
-		plan := queryPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.PurgeQuery("sqlite"), cutoff.UnixMicro(), 10)
+		plan := explainPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.PurgeQuery("sqlite"), cutoff.UnixMicro(), 10)
 		if !strings.Contains(plan, "jobs_closed_at_idx") {
 			t.Errorf("plan does not use jobs_closed_at_idx:\n%s", plan)
 		}
@@ -452,7 +452,7 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 		// Fill the table so that the planner has a reason to prefer the index.
 		m := jobs.New(s, jobs.Options{})
 		for i := range 50 {
-			mustJob(t, m, req("u", fmt.Sprintf("k%d", i)))
+			submitOK(t, m, chargeReq("u", fmt.Sprintf("k%d", i)))
 		}
 		tx, err := s.DB().BeginTx(ctx, nil)
 		if err != nil {
@@ -467,7 +467,7 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 		if _, err := tx.Exec(`SET LOCAL enable_seqscan = off`); err != nil {
 			t.Fatal(err)
 		}
-		plan := queryPlan(t, tx, `EXPLAIN `+jobs.PurgeQuery("postgres"), cutoff, 10)
+		plan := explainPlan(t, tx, `EXPLAIN `+jobs.PurgeQuery("postgres"), cutoff, 10)
 		if !strings.Contains(plan, "jobs_closed_at_idx") {
 			t.Errorf("plan does not use jobs_closed_at_idx:\n%s", plan)
 		}
@@ -475,7 +475,7 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 }
 
 // queryPlan returns the lines of an EXPLAIN's output.
-func queryPlan(t testing.TB, q jobs.DBTX, query string, args ...any) string {
+func explainPlan(t testing.TB, q jobs.DBTX, query string, args ...any) string {
 	t.Helper()
 	rows, err := q.QueryContext(context.Background(), query, args...)
 	if err != nil {
@@ -503,7 +503,7 @@ func queryPlan(t testing.TB, q jobs.DBTX, query string, args ...any) string {
 	return b.String()
 }
 
-func assertInvariants(t testing.TB, s jobs.Store) {
+func checkNoViolations(t testing.TB, s jobs.Store) {
 	t.Helper()
 	v, err := jobstest.CheckInvariants(context.Background(), s)
 	if err != nil {
@@ -519,8 +519,8 @@ func TestBackgroundPurger(t *testing.T) {
 	ctx := context.Background()
 	s := jobstest.NewSQLite(t)
 	old := jobs.New(s, jobs.Options{Now: jobstest.NewClock(time.Now().Add(-48 * time.Hour)).Now})
-	j := mustJob(t, old, req("u", "k"))
-	succeed(t, old, j)
+	j := submitOK(t, old, chargeReq("u", "k"))
+	runToSuccess(t, old, j)
 
 	passes := make(chan jobs.Event, 100)
 	m := jobs.New(s, jobs.Options{Observer: jobs.ObserverFunc(func(_ context.Context, e jobs.Event) {
@@ -541,7 +541,7 @@ func TestBackgroundPurger(t *testing.T) {
 	}
 	stop() // returns once the purger's goroutine has
 	stop() // safe twice
-	if exists(t, s, j.ID) {
+	if jobExists(t, s, j.ID) {
 		t.Error("the background purger did not purge the old job")
 	}
 
@@ -588,7 +588,7 @@ func TestManagerRetention(t *testing.T) {
 	if got := m.Retention(); got != 2*time.Hour {
 		t.Errorf("Retention() = %v, want 2h", got)
 	}
-	j := mustJob(t, m, req("u", "k"))
+	j := submitOK(t, m, chargeReq("u", "k"))
 	if _, err := m.CancelJob(ctx, j.ID, "x"); err != nil {
 		t.Fatal(err)
 	}
@@ -609,7 +609,7 @@ func TestManagerRetention(t *testing.T) {
 // or, once it is purged, ErrNotFound.
 func TestPurgeDuringRetriedCompletes(t *testing.T) {
 	t.Parallel()
-	for _, sc := range storeCases {
+	for _, sc := range opsStores {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -618,7 +618,7 @@ func TestPurgeDuringRetriedCompletes(t *testing.T) {
 			old := jobs.New(s, jobs.Options{Now: jobstest.NewClock(time.Now().Add(-48 * time.Hour)).Now})
 			winners := make([]string, n)
 			for i := range n {
-				winners[i] = succeed(t, old, mustJob(t, old, req("u", fmt.Sprintf("k%02d", i)))).ID
+				winners[i] = runToSuccess(t, old, submitOK(t, old, chargeReq("u", fmt.Sprintf("k%02d", i)))).ID
 			}
 			m := jobs.New(s, jobs.Options{})
 			var wg sync.WaitGroup

@@ -2,38 +2,7 @@ package jobs
 
 import (
 	"context"
-	"time"
 )
-
-// qStaleAttempts lists open attempts that need an operator's or a
-// reconciler's attention: every unknown one, and starting or running ones
-// not updated since $1. It reads job_attempts_open_idx.
-const qStaleAttempts = `SELECT ` + attemptCols + ` FROM job_attempts
-    WHERE state IN ('starting', 'running', 'unknown')
-      AND (state = 'unknown' OR updated_at < $1)
-    ORDER BY updated_at, id LIMIT $2`
-
-// StaleAttempts returns up to limit attempts that are unknown, or starting
-// or running and not updated since before, least recently updated first.
-func (s *SQLStore) StaleAttempts(ctx context.Context, before time.Time, limit int) ([]Attempt, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.d.rebind(qStaleAttempts), s.d.ts(before), limit)
-	if err != nil {
-		return nil, s.d.interpret("stale attempts", err)
-	}
-	defer rows.Close()
-	var out []Attempt
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, s.d.interpret("stale attempts", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.d.interpret("stale attempts", err)
-	}
-	return out, nil
-}
 
 // AppliedMigration is a row of the schema's version table.
 type AppliedMigration struct {

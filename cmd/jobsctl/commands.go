@@ -253,7 +253,8 @@ func (c *cli) stale(ctx context.Context, args []string) error {
 	}
 	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
 		now := time.Now()
-		as, err := s.StaleAttempts(ctx, now.Add(-olderThan), limit)
+		// Every unknown attempt, whatever its age; open ones only when silent.
+		as, err := s.StaleAttempts(ctx, jobs.StaleQuery{UnknownBefore: now, OpenBefore: now.Add(-olderThan), Limit: limit})
 		if err != nil {
 			return err
 		}
