@@ -19,14 +19,19 @@ var queryMethods = map[string]bool{
 
 // sqlChecker decides whether an expression that becomes SQL text is built
 // from constants only. It is syntactic and deliberately strict: string
-// literals, package constants, the query fields of the dialect table, the
-// embedded migration files, concatenations of those, and the pure helpers
-// that rewrite placeholders or qualify column lists. Anything else (a
-// variable, fmt.Sprintf, strings.Join, a parameter whose callers pass
-// anything else) is reported.
+// literals, package constants, package variables initialised from those and
+// never assigned again, local variables whose every assignment is safe, the
+// query fields of the dialect table, the embedded migration files,
+// concatenations of those, the pure helpers that rewrite placeholders or
+// qualify column lists, and strings.Repeat of a constant (data may decide
+// how many placeholders a statement has, never its text). Anything else (a
+// variable holding data, fmt.Sprintf, strings.Join, a parameter whose
+// callers pass anything else) is reported.
 type sqlChecker struct {
 	fset       *token.FileSet
 	consts     map[string]bool
+	pkgVars    map[string]ast.Expr // package variables with one initialiser
+	assigned   map[string]bool     // names assigned to inside some function
 	funcs      map[string]*ast.FuncDecl
 	safeFields map[string]bool // string fields of the dialect struct, filled from constants
 	safeCalls  map[string]bool // pure rewriters of constant SQL
@@ -36,8 +41,10 @@ type sqlChecker struct {
 func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
 	c := &sqlChecker{
 		fset:   fset,
-		consts: map[string]bool{},
-		funcs:  map[string]*ast.FuncDecl{},
+		consts:   map[string]bool{},
+		pkgVars:  map[string]ast.Expr{},
+		assigned: map[string]bool{},
+		funcs:    map[string]*ast.FuncDecl{},
 		safeFields: map[string]bool{
 			"SQL": true, // a migration: a file embedded in the binary
 		},
@@ -55,6 +62,11 @@ func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
 								c.consts[n.Name] = true
 							}
 						}
+						if d.Tok == token.VAR && len(sp.Names) == len(sp.Values) {
+							for i, n := range sp.Names {
+								c.pkgVars[n.Name] = sp.Values[i]
+							}
+						}
 					case *ast.TypeSpec:
 						if st, ok := sp.Type.(*ast.StructType); ok && sp.Name.Name == "dialect" {
 							for _, fld := range st.Fields.List {
@@ -69,6 +81,16 @@ func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
 				}
 			case *ast.FuncDecl:
 				c.funcs[d.Name.Name] = d
+				ast.Inspect(d, func(n ast.Node) bool {
+					if as, ok := n.(*ast.AssignStmt); ok && as.Tok == token.ASSIGN {
+						for _, l := range as.Lhs {
+							if id, ok := l.(*ast.Ident); ok {
+								c.assigned[id.Name] = true
+							}
+						}
+					}
+					return true
+				})
 			}
 		}
 	}
@@ -93,8 +115,19 @@ func (c *sqlChecker) safe(e ast.Expr, fn *ast.FuncDecl, files []*ast.File, depth
 		if c.consts[e.Name] {
 			return true
 		}
+		if values, ok := localAssignments(fn, e.Name); ok {
+			for _, v := range values {
+				if depth >= 3 || !c.safe(v, fn, files, depth+1) {
+					return false
+				}
+			}
+			return true
+		}
 		if i := paramIndex(fn, e.Name); i >= 0 && depth < 3 {
 			return c.callersPassSafe(fn.Name.Name, i, files, depth+1)
+		}
+		if init, ok := c.pkgVars[e.Name]; ok && !c.assigned[e.Name] && depth < 3 {
+			return c.safe(init, nil, files, depth+1)
 		}
 		return false
 	case *ast.SelectorExpr:
@@ -106,6 +139,15 @@ func (c *sqlChecker) safe(e ast.Expr, fn *ast.FuncDecl, files []*ast.File, depth
 			name = f.Name
 		case *ast.SelectorExpr:
 			name = f.Sel.Name
+			if pkg, ok := f.X.(*ast.Ident); ok && pkg.Name == "strings" {
+				switch name {
+				case "Repeat": // the count may come from data, the text may not
+					return len(e.Args) == 2 && c.safe(e.Args[0], fn, files, depth)
+				case "TrimSuffix", "TrimPrefix":
+					return len(e.Args) == 2 && c.safe(e.Args[0], fn, files, depth) && c.safe(e.Args[1], fn, files, depth)
+				}
+				return false
+			}
 		}
 		if !c.safeCalls[name] {
 			return false
@@ -118,6 +160,44 @@ func (c *sqlChecker) safe(e ast.Expr, fn *ast.FuncDecl, files []*ast.File, depth
 		return true
 	}
 	return false
+}
+
+// localAssignments returns every value assigned to the local variable name
+// in fn, and whether fn declares such a variable.
+func localAssignments(fn *ast.FuncDecl, name string) ([]ast.Expr, bool) {
+	if fn == nil || fn.Body == nil {
+		return nil, false
+	}
+	var values []ast.Expr
+	declared := false
+	ast.Inspect(fn.Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt:
+			for i, l := range n.Lhs {
+				if id, ok := l.(*ast.Ident); ok && id.Name == name {
+					if n.Tok == token.DEFINE {
+						declared = true
+					}
+					if len(n.Rhs) == len(n.Lhs) {
+						values = append(values, n.Rhs[i])
+					} else {
+						values = append(values, &ast.BadExpr{}) // from a multi-value call: unknown
+					}
+				}
+			}
+		case *ast.ValueSpec:
+			for i, id := range n.Names {
+				if id.Name == name {
+					declared = true
+					if i < len(n.Values) {
+						values = append(values, n.Values[i])
+					}
+				}
+			}
+		}
+		return true
+	})
+	return values, declared
 }
 
 func paramIndex(fn *ast.FuncDecl, name string) int {
@@ -273,6 +353,22 @@ func run(db DB, ctx any, key string) {
 	helper(db, ctx, key)
 }
 func helper(db DB, ctx any, query string) { db.ExecContext(ctx, query) } // 4: its caller passes key
+var fixed = "SELECT " + q
+var changed = "SELECT 1"
+func more(db DB, ctx any, key string, ids []any) {
+	db.ExecContext(ctx, fixed)                                                  // fine
+	in := "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
+	db.ExecContext(ctx, "DELETE FROM jobs WHERE id IN "+in, ids...)            // fine
+	where := "id = $1"
+	if key != "" {
+		where = "key = '" + key + "'"
+	}
+	db.QueryContext(ctx, "SELECT 1 FROM jobs WHERE "+where)                     // 5
+	changed = key
+	db.ExecContext(ctx, changed)                                                // 6
+	db.ExecContext(ctx, strings.Repeat(key, 2))                                 // 7
+	db.ExecContext(ctx, strings.Join([]string{"SELECT", key}, " "))             // 8
+}
 `
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "bad.go", src, 0)
@@ -282,7 +378,8 @@ func helper(db DB, ctx any, query string) { db.ExecContext(ctx, query) } // 4: i
 	files := []*ast.File{f}
 	c := newSQLChecker(fset, files)
 	c.check(files)
-	if len(c.problems) != 5 {
-		t.Fatalf("want 5 problems (4 calls and the dialect field), got %d:\n%s", len(c.problems), strings.Join(c.problems, "\n"))
+	t.Log(strings.Join(c.problems, "\n"))
+	if len(c.problems) != 9 {
+		t.Fatalf("want 9 problems (8 calls and the dialect field), got %d:\n%s", len(c.problems), strings.Join(c.problems, "\n"))
 	}
 }
