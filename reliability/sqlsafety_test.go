@@ -40,7 +40,7 @@ type sqlChecker struct {
 
 func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
 	c := &sqlChecker{
-		fset:   fset,
+		fset:     fset,
 		consts:   map[string]bool{},
 		pkgVars:  map[string]ast.Expr{},
 		assigned: map[string]bool{},
