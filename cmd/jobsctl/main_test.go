@@ -293,7 +293,7 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			jobsctl(t, nil, args("purge", "--older-than", "1m")...).want(t, 0, "purged 1 job and 2 attempts")
 
 			// check finds a broken invariant: a job given up while its attempt runs.
-			q := `UPDATE jobs SET state = 'failed', closed_at = updated_at WHERE id = $1`
+			q := `UPDATE jobs SET state = 'failed', version = version + 1, closed_at = updated_at WHERE id = $1`
 			if db.name == "sqlite" {
 				q = strings.Replace(q, "$1", "?", 1)
 			}
