@@ -26,7 +26,8 @@ import (
 //
 // Complete is safe to repeat: calling it again for the attempt that won
 // returns the job and writes nothing; calling it again for a loser returns
-// ErrLostRace again. Once begun, the write is not abandoned
+// ErrLostRace again, and for an attempt whose job was closed, ErrJobClosed
+// again. Once begun, the write is not abandoned
 // when ctx is cancelled (it is bounded by Options.WriteTimeout), so a result
 // that was paid for is not lost to an impatient caller.
 //
@@ -65,6 +66,10 @@ func (m *Manager) Complete(ctx context.Context, attemptID string, result json.Ra
 	case errors.Is(err, ErrInvalidTransition) && a.State == AttemptLost:
 		// Already lost: the same answer again, without logging the race twice.
 		return Job{}, &LostRaceError{JobID: a.JobID, AttemptID: attemptID, WinnerID: j.CompletedBy}
+	case errors.Is(err, ErrInvalidTransition) && a.State == AttemptCancelled && (j.State == JobCancelled || j.State == JobFailed):
+		// The job was closed without a winner: the same answer as the call
+		// that dropped this attempt's result, whether or not this is a retry.
+		return Job{}, &JobClosedError{JobID: j.ID, State: j.State}
 	}
 	var lost *LostRaceError
 	if errors.As(err, &lost) {
