@@ -213,6 +213,8 @@ func (s *machine) Complete(t *rapid.T) {
 		}
 	case ma.state == jobs.AttemptLost:
 		wantErr(t, "complete (repeat by a loser)", err, jobs.ErrLostRace)
+	case ma.state == jobs.AttemptCancelled && (mj.state == jobs.JobCancelled || mj.state == jobs.JobFailed):
+		wantErr(t, "complete (job closed)", err, jobs.ErrJobClosed)
 	default:
 		wantErr(t, "complete", err, jobs.ErrInvalidTransition)
 	}

@@ -193,6 +193,23 @@ func TestAmbiguousCommit(t *testing.T) {
 					t.Fatalf("retry: %v, job %+v; want success, completed by %s at version 2", err, j, a.ID)
 				}
 			})
+			t.Run("complete on a closed job", func(t *testing.T) {
+				j, a := newJob("amb-complete-closed")
+				if _, err := plain.CancelJob(ctx, j.ID, "user gave up"); err != nil {
+					t.Fatal(err)
+				}
+				m, off := ambiguous(faultstore.CompleteAttempt)
+				_, err := m.Complete(ctx, a.ID, json.RawMessage(`1`))
+				storageErr(err)
+				off()
+				// The first call dropped the result and cancelled the attempt;
+				// the retry must say the same, not that the attempt moved.
+				_, err = m.Complete(ctx, a.ID, json.RawMessage(`1`))
+				var closed *jobs.JobClosedError
+				if !errors.As(err, &closed) || closed.State != jobs.JobCancelled {
+					t.Fatalf("retry: %v, want ErrJobClosed (cancelled)", err)
+				}
+			})
 			for _, tt := range []struct {
 				name string
 				do   func(m *jobs.Manager, a jobs.Attempt) (jobs.AttemptState, error)
