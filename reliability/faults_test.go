@@ -247,6 +247,7 @@ func TestInjectedFaults(t *testing.T) {
 			iters := 220 * soak()
 			l := newLedger()
 			var fss []*faultstore.Store
+			stopWatch := watchTransitions(t, store, 250*time.Millisecond)
 			var wg sync.WaitGroup
 			for i := range workers {
 				fs := faultstore.New(store, faultstore.Config{Seed: base*100 + uint64(i), Rate: 0.5, AfterShare: 0.5})
@@ -262,6 +263,7 @@ func TestInjectedFaults(t *testing.T) {
 				wg.Go(func() { w.run(t.Context()) })
 			}
 			wg.Wait()
+			stopWatch()
 
 			faults, after, calls := 0, 0, 0
 			for _, fs := range fss {

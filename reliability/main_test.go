@@ -91,3 +91,58 @@ func assertInvariants(t testing.TB, s jobs.Store) *jobstest.Snapshot {
 	}
 	return snap
 }
+
+// watchTransitions snapshots s every interval while a heavy test runs and
+// checks, with jobstest.CheckTransitions, that nothing moved backwards or
+// left a terminal state between one snapshot and the next, nor between the
+// last one and the end. Snapshots that fail for storage reasons (a test
+// that kills connections) are skipped. Call the returned function when the
+// load has stopped.
+func watchTransitions(t *testing.T, s jobs.Store, interval time.Duration) (stop func()) {
+	t.Helper()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	var prev *jobstest.Snapshot
+	snapshots := 0
+	compare := func(next *jobstest.Snapshot) {
+		if prev != nil {
+			for _, v := range jobstest.CheckTransitions(prev, next) {
+				t.Errorf("transition: %s", v)
+			}
+		}
+		prev = next
+		snapshots++
+	}
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			snap, err := jobstest.TakeSnapshot(context.Background(), s)
+			if errors.Is(err, jobs.ErrStorage) {
+				continue
+			}
+			if err != nil {
+				t.Errorf("snapshot: %v", err)
+				return
+			}
+			compare(snap)
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		snap, err := jobstest.TakeSnapshot(context.Background(), s)
+		if err != nil {
+			t.Errorf("final snapshot: %v", err)
+			return
+		}
+		compare(snap)
+		t.Logf("%d snapshots compared with CheckTransitions", snapshots)
+	}
+}

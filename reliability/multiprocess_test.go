@@ -223,6 +223,7 @@ func TestManyProcesses(t *testing.T) {
 				cmd, so, se := spawn(ctx, t, roleHammer, d.name, dsn, childArgs{Goroutines: goroutines, Iterations: iters, Keys: 150 * soak(), Seed: base, Process: p})
 				children = append(children, child{cmd, so, se})
 			}
+			stopWatch := watchTransitions(t, store, 250*time.Millisecond)
 			jobOfKey := map[string]string{}
 			winner := map[string]string{}
 			var submitted, won, lost, failures int
@@ -254,6 +255,7 @@ func TestManyProcesses(t *testing.T) {
 					}
 				}
 			}
+			stopWatch()
 			t.Logf("%s: %d processes x %d goroutines x %d iterations in %v: %d submits for %d keys, %d wins, %d lost races, %d errors",
 				d.name, processes, goroutines, iters, time.Since(start).Round(time.Millisecond), submitted, len(jobOfKey), won, lost, failures)
 			if submitted != processes*goroutines*iters-failures {

@@ -94,9 +94,11 @@ func TestTerminatedBackends(t *testing.T) {
 			killed.Add(n)
 		}
 	})
+	stopWatch := watchTransitions(t, store, 250*time.Millisecond)
 	l := runWorkload(t.Context(), jobs.New(store, jobs.Options{}), 4, 50*soak(), 60, seed(t), 5*time.Millisecond, nil)
 	close(stop)
 	killer.Wait()
+	stopWatch()
 	t.Logf("%d backends terminated under load; callers retried %d storage errors", killed.Load(), l.retried.Load())
 	if killed.Load() == 0 {
 		t.Error("no backend was terminated: the test proved nothing")
