@@ -207,7 +207,7 @@ func qualify(table, cols string) string {
 // errUniqueKey and errUniqueInDoubt are what interpret returns for the two
 // unique violations the store expects; they never leave the package.
 var (
-	errUniqueKey      = errors.New("unique violation: jobs (owner, idempotency_key)")
+	errUniqueKey     = errors.New("unique violation: jobs (owner, idempotency_key)")
 	errUniqueInDoubt = errors.New("unique violation: one attempt in doubt per job")
 )
 
