@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -207,4 +208,70 @@ func TestNotifyClosed(t *testing.T) {
 			t.Fatalf("NotifyClosed on SQLite = %v; want errors.ErrUnsupported", err)
 		}
 	})
+}
+
+// TestNotifyClosedReconnects cuts the listening connection: the waiters are
+// woken (notifications may have been lost), and the store listens again.
+func TestNotifyClosedReconnects(t *testing.T) {
+	t.Parallel()
+	app := "jobs_listen_test_" + fmt.Sprint(time.Now().UnixNano())
+	dsn := jobstest.PostgresDSN(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	ctx := context.Background()
+	s, err := jobs.OpenPostgres(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.DB().SetMaxOpenConns(4)
+	m := jobs.New(s, jobs.Options{})
+	j := submitJob(t, m, "reconnect")
+	wake, stop, err := s.NotifyClosed(ctx, j.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+
+	var n int
+	err = s.DB().QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+		WHERE application_name = $1 AND query = 'LISTEN jobs_closed' AND pid <> pg_backend_pid()`, app).Scan(&n)
+	if err != nil || n != 1 {
+		t.Fatalf("terminated %d listening backends (%v); want 1", n, err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken after the listening connection was lost")
+	}
+	// Listening again: wait until the new session is up, then a close wakes.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err = s.DB().QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = $1 AND query = 'LISTEN jobs_closed'`, app).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the store did not listen again")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a := startAttempt(t, m, j.ID)
+	if _, err := m.Complete(ctx, a.ID, json.RawMessage(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no notification after reconnecting")
+	}
 }
