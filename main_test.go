@@ -1,13 +1,26 @@
 package jobs_test
 
 import (
+	"fmt"
+	"log/slog"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 func TestMain(m *testing.M) {
-	// The jobstest harness keeps one administrative pool open for the whole
-	// run; every store a test opens is closed by the test.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))
+	code := m.Run()
+	jobstest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
+
+var discard = slog.New(slog.DiscardHandler)

@@ -14,8 +14,8 @@ import (
 	"github.com/intentjobs/jobs/jobstest"
 )
 
-// stores lists the stores every Wait test runs on.
-var stores = []struct {
+// waitStores lists the waitStores every Wait test runs on.
+var waitStores = []struct {
 	name string
 	open func(testing.TB) *jobs.SQLStore
 }{
@@ -45,7 +45,7 @@ func startAttempt(t *testing.T, m *jobs.Manager, jobID string) jobs.Attempt {
 
 func TestWait(t *testing.T) {
 	t.Parallel()
-	for _, st := range stores {
+	for _, st := range waitStores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			m := jobs.New(st.open(t), jobs.Options{})
