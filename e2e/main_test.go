@@ -1,13 +1,23 @@
 package e2e
 
 import (
+	"fmt"
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 func TestMain(m *testing.M) {
-	// The jobstest harness keeps one administrative pool open for the whole
-	// run; every store, server and browser a test opens is closed by the test.
-	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))
+	code := m.Run()
+	jobstest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
