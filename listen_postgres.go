@@ -3,12 +3,12 @@ package jobs
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
@@ -16,10 +16,15 @@ import (
 // a job that became terminal; the payload is the job's ID.
 const closedChannel = "jobs_closed"
 
+// listenReadyTimeout bounds how long a waiter waits for the listening
+// connection before it falls back to polling.
+const listenReadyTimeout = 5 * time.Second
+
 // NotifyClosed implements CloseNotifier on PostgreSQL. All waiters of a
-// store share one connection from its pool, which LISTENs while at least one
-// waiter is registered and goes back (closed, so that no other query ever
-// runs on a listening session) when the last one leaves. On SQLite it
+// store share one connection, opened with the settings of the store's pool
+// but outside it, which LISTENs while at least one waiter is registered and
+// is closed when the last one leaves. If it cannot listen within five
+// seconds, NotifyClosed returns an error and the waiter polls. On SQLite it
 // returns an error matching errors.ErrUnsupported.
 func (s *SQLStore) NotifyClosed(ctx context.Context, jobID string) (<-chan struct{}, func(), error) {
 	if s.d != postgresDialect {
@@ -45,6 +50,7 @@ type listenSession struct {
 	cancel context.CancelFunc
 	ready  chan struct{} // closed when LISTEN is in effect, or the first try failed
 	err    error         // the first try's error, set before ready is closed
+	up     atomic.Bool   // LISTEN is in effect now
 	done   chan struct{} // closed when the goroutine has returned
 }
 
@@ -76,13 +82,19 @@ func (l *closeListener) subscribe(ctx context.Context, db *sql.DB, jobID string)
 
 	var once sync.Once
 	stop := func() { once.Do(func() { l.unsubscribe(jobID, w) }) }
+	t := time.NewTimer(listenReadyTimeout)
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		stop()
 		return nil, nil, ctx.Err()
+	case <-t.C:
+		stop()
+		return nil, nil, &StorageError{Op: "listen", Kind: StorageUnavailable, Message: "not listening yet"}
 	case <-sess.ready:
 	}
-	if sess.err != nil {
+	if sess.err != nil && !sess.up.Load() {
+		// The first try failed and no later one has succeeded yet.
 		stop()
 		return nil, nil, sess.err
 	}
@@ -155,11 +167,13 @@ func (l *closeListener) run(ctx context.Context, db *sql.DB, sess *listenSession
 		connected := false
 		err := listen(ctx, db, func() {
 			connected = true
+			sess.up.Store(true)
 			if !first {
 				l.wakeAll()
 			}
 			ready(nil)
 		}, l.dispatch)
+		sess.up.Store(false)
 		if ctx.Err() != nil {
 			ready(ctx.Err())
 			return
@@ -179,42 +193,55 @@ func (l *closeListener) run(ctx context.Context, db *sql.DB, sess *listenSession
 	}
 }
 
-// listen takes a connection from db, LISTENs on it, calls listening, then
-// passes every notification's payload to notify until ctx ends or the
-// connection fails. The connection is discarded afterwards rather than
-// returned to the pool, since it is still subscribed.
+// listen opens a connection of its own, with the settings of the
+// connections of db, LISTENs on it, calls listening, then passes every
+// notification's payload to notify until ctx ends or the connection fails.
+// The connection is outside db's pool, so that waiters never take a slot
+// that queries need; it is closed when listen returns.
 func listen(ctx context.Context, db *sql.DB, listening func(), notify func(jobID string)) error {
-	conn, err := db.Conn(ctx)
+	cfg, err := connConfig(ctx, db)
 	if err != nil {
 		return err
 	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+closedChannel); err != nil {
+		return err
+	}
+	listening()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Channel == closedChannel {
+			notify(n.Payload)
+		}
+	}
+}
+
+// connConfig returns the settings of db's connections (host, credentials,
+// search_path, TLS), read from one of them.
+func connConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
 	defer conn.Close()
-	var loopErr error
-	conn.Raw(func(dc any) error {
+	var cfg *pgx.ConnConfig
+	err = conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
-			loopErr = fmt.Errorf("jobs: listen needs the pgx driver, have %T", dc)
-			return driver.ErrBadConn
+			return fmt.Errorf("jobs: listen needs the pgx driver, have %T", dc)
 		}
-		pc := sc.Conn()
-		if _, err := pc.Exec(ctx, "LISTEN "+closedChannel); err != nil {
-			loopErr = err
-			return driver.ErrBadConn
-		}
-		listening()
-		for {
-			n, err := pc.WaitForNotification(ctx)
-			if err != nil {
-				loopErr = err
-				return driver.ErrBadConn
-			}
-			if n.Channel == closedChannel {
-				notify(n.Payload)
-			}
-		}
+		cfg = sc.Conn().Config() // a copy
+		// The copy still delivers notifications to the pooled connection;
+		// the new connection must buffer its own.
+		cfg.OnNotification = nil
+		return nil
 	})
-	if loopErr == nil {
-		loopErr = errors.New("jobs: listen: connection lost")
-	}
-	return loopErr
+	return cfg, err
 }

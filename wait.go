@@ -39,8 +39,9 @@ type CloseNotifier interface {
 //
 // When the store implements CloseNotifier (PostgreSQL), Wait is woken by the
 // database as soon as the job closes, through one listening connection per
-// store shared by all waiters; it still polls slowly in case a notification
-// is lost. Otherwise (SQLite) it polls with a backoff from 10ms to 1s.
+// store (outside its pool) shared by all waiters; it still polls slowly in
+// case a notification is lost. Otherwise (SQLite) it polls with a backoff
+// from 10ms to 1s.
 //
 // Errors: ErrInvalidInput, ErrNotFound, ErrStorage, ctx.Err().
 func (m *Manager) Wait(ctx context.Context, jobID string) (Job, error) {

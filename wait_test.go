@@ -275,3 +275,35 @@ func TestNotifyClosedReconnects(t *testing.T) {
 		t.Fatal("no notification after reconnecting")
 	}
 }
+
+// TestWaitPoolOfOne: the listening connection is not taken from the
+// store's pool, so waiters never starve the queries they wait for.
+func TestWaitPoolOfOne(t *testing.T) {
+	t.Parallel()
+	s := jobstest.NewPostgres(t)
+	s.DB().SetMaxOpenConns(1)
+	m := jobs.New(s, jobs.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	j := submitJob(t, m, "small-pool")
+	a := startAttempt(t, m, j.ID)
+	const waiters = 4
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			got, err := m.Wait(ctx, j.ID)
+			if err == nil && got.State != jobs.JobSucceeded {
+				err = fmt.Errorf("job is %s", got.State)
+			}
+			errs <- err
+		}()
+	}
+	if _, err := m.Complete(ctx, a.ID, json.RawMessage(`true`)); err != nil {
+		t.Fatalf("complete while %d waiters wait on a pool of one: %v", waiters, err)
+	}
+	for range waiters {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}

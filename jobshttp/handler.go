@@ -67,8 +67,9 @@ type Options struct {
 	// keeps jobs for: a job purged earlier frees its key. Defaults to 24h.
 	KeyRetention time.Duration
 
-	// MaxWait caps the wait a client may ask for with Prefer: wait=N.
-	// Defaults to 60s. Keep it below the server's WriteTimeout.
+	// MaxWait caps the wait a client may ask for with Prefer: wait=N, in
+	// whole seconds (at least one). Defaults to 60s. Keep it below the
+	// server's WriteTimeout.
 	MaxWait time.Duration
 
 	// Check, if set, vets a request before it is submitted (allowed kinds and
@@ -129,6 +130,7 @@ func New(m *jobs.Manager, opts Options) *Handler {
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait
 	}
+	opts.MaxWait = max(opts.MaxWait.Truncate(time.Second), time.Second) // Prefer: wait counts seconds
 	if opts.ProblemBase == "" {
 		opts.ProblemBase = DefaultProblemBase
 	}
