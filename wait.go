@@ -48,6 +48,18 @@ func (m *Manager) Wait(ctx context.Context, jobID string) (Job, error) {
 	if err := m.checkID(ctx, "job ID", jobID); err != nil {
 		return Job{}, err
 	}
+	// Read once before subscribing, so that a terminal job costs no
+	// subscription and a context that ends early still yields the job.
+	last, err := m.store.Job(ctx, jobID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Job{}, ctx.Err()
+		}
+		return Job{}, err
+	}
+	if last.State.Terminal() {
+		return last, nil
+	}
 	var wake <-chan struct{}
 	maxPoll := waitPollMax
 	if n, ok := m.store.(CloseNotifier); ok {
@@ -57,12 +69,11 @@ func (m *Manager) Wait(ctx context.Context, jobID string) (Job, error) {
 			defer stop()
 			wake, maxPoll = ch, waitPollMaxNotified
 		case ctx.Err() != nil:
-			return Job{}, ctx.Err()
+			return last, ctx.Err()
 		case !errors.Is(err, errors.ErrUnsupported):
 			m.logger.DebugContext(ctx, "jobs: wait: no notifications, polling", "job", jobID, "err", err)
 		}
 	}
-	var last Job
 	pause := waitPollMin
 	for {
 		j, err := m.store.Job(ctx, jobID)

@@ -84,7 +84,7 @@ func TestWait(t *testing.T) {
 			t.Run("returns the current job when the context ends", func(t *testing.T) {
 				j := submitJob(t, m, "open")
 				startAttempt(t, m, j.ID)
-				wctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+				wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 				defer cancel()
 				got, err := m.Wait(wctx, j.ID)
 				if !errors.Is(err, context.DeadlineExceeded) {
