@@ -33,12 +33,23 @@ import (
 // Errors: ErrInvalidInput, ErrNotFound, ErrLostRace, ErrJobClosed,
 // ErrInvalidTransition (the attempt was already failed or cancelled),
 // ErrContractViolation, ErrStorage.
+//
+// When the job's kind has a contract (Options.Contracts), the result is
+// validated first: a result that fails it marks the attempt failed with the
+// reason, never reaches the job, and Complete returns a
+// *ContractViolationError. With any contract registered, Complete reads the
+// attempt's kind first (one extra read); without, it is one store call.
 func (m *Manager) Complete(ctx context.Context, attemptID string, result json.RawMessage) (Job, error) {
 	if err := m.checkID(ctx, "attempt ID", attemptID); err != nil {
 		return Job{}, err
 	}
 	if err := m.checkResult(result); err != nil {
 		return Job{}, err
+	}
+	if len(m.contracts) > 0 {
+		if err := m.checkContract(ctx, attemptID, result); err != nil {
+			return Job{}, err
+		}
 	}
 	start := time.Now()
 	wctx, cancel := m.writeContext(ctx)

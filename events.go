@@ -26,6 +26,14 @@ const (
 	EventContractViolation EventType = "attempt.contract_violation"
 )
 
+// Event types of verification, hedging and reconciliation.
+const (
+	EventProviderVerified   EventType = "provider.verified"            // a verification passed
+	EventVerificationFailed EventType = "provider.verification_failed" // a verification failed
+	EventHedgeStarted       EventType = "attempt.hedge_started"        // a Runner started a hedge after a silence
+	EventAttemptReconciled  EventType = "attempt.reconciled"           // a Reconciler resolved an attempt
+)
+
 // Event describes one meaningful change, for metrics, traces and audit logs.
 // Fields that do not apply are empty.
 type Event struct {
