@@ -43,9 +43,10 @@
 // # Key retention
 //
 // Every response to a POST carries Idempotency-Key-Retention: the number of
-// seconds after a job's creation during which its key is honoured
-// (Options.KeyRetention, 24 hours by default). Set it to the retention the
-// store keeps jobs for: a key whose job was purged creates a new job.
+// seconds after a job closes during which its key is still honoured (while
+// the job is open, it always is). It defaults to the Manager's retention
+// (jobs.Options.Retention, 24 hours unless set), after which Manager.Purge
+// may delete the closed job: the same key then creates a new job.
 //
 // # Problems
 //

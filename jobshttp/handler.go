@@ -23,9 +23,10 @@ const (
 	// had already created its job: the job was not created again.
 	HeaderReplayed = "Idempotent-Replayed"
 
-	// HeaderKeyRetention tells, in seconds, how long after a job was created
-	// its idempotency key is honoured: within that time the same key always
-	// leads to the same job. Sent on every response to a POST.
+	// HeaderKeyRetention tells, in seconds, how long after a job is closed
+	// (succeeded, failed or cancelled) its idempotency key is still honoured;
+	// while the job is open its key always is. Within that time the same key
+	// always leads to the same job. Sent on every response to a POST.
 	HeaderKeyRetention = "Idempotency-Key-Retention"
 )
 
@@ -33,7 +34,6 @@ const (
 const (
 	DefaultPath         = "/jobs"
 	DefaultMaxBodyBytes = 64 << 10 // 64 KiB
-	DefaultKeyRetention = 24 * time.Hour
 	DefaultMaxWait      = 60 * time.Second
 )
 
@@ -62,9 +62,10 @@ type Options struct {
 	// http.StatusUnprocessableEntity (422, as in the IETF draft).
 	ConflictStatus int
 
-	// KeyRetention is how long keys are honoured, announced in the
-	// Idempotency-Key-Retention header. Set it to the retention the store
-	// keeps jobs for: a job purged earlier frees its key. Defaults to 24h.
+	// KeyRetention is how long keys are honoured after their job closes,
+	// announced in the Idempotency-Key-Retention header. Defaults to the
+	// Manager's retention (jobs.Options.Retention, 24 hours unless set), the
+	// period after which Manager.Purge may delete a closed job and free its key.
 	KeyRetention time.Duration
 
 	// MaxWait caps the wait a client may ask for with Prefer: wait=N, in
@@ -125,7 +126,7 @@ func New(m *jobs.Manager, opts Options) *Handler {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
 	if opts.KeyRetention <= 0 {
-		opts.KeyRetention = DefaultKeyRetention
+		opts.KeyRetention = m.Retention()
 	}
 	if opts.MaxWait <= 0 {
 		opts.MaxWait = DefaultMaxWait

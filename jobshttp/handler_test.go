@@ -671,3 +671,26 @@ func TestReplayAfterProgress(t *testing.T) {
 		})
 	}
 }
+
+// The retention header announces the Manager's retention unless set.
+func TestRetentionHeaderFollowsManager(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		manager, handler time.Duration
+		want             string
+	}{
+		{0, 0, "86400"},
+		{2 * time.Hour, 0, "7200"},
+		{2 * time.Hour, 30 * time.Minute, "1800"},
+	} {
+		m := jobs.New(jobstest.NewSQLite(t), jobs.Options{Retention: tc.manager})
+		h := jobshttp.New(m, jobshttp.Options{Owner: bearerOwner, KeyRetention: tc.handler})
+		w := serve(h, request{key: "k1"})
+		if w.Code != http.StatusCreated {
+			t.Fatalf("POST = %d %s", w.Code, w.Body)
+		}
+		if got := w.Header().Get(jobshttp.HeaderKeyRetention); got != tc.want {
+			t.Errorf("retention %v/%v: header %q, want %q", tc.manager, tc.handler, got, tc.want)
+		}
+	}
+}
