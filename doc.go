@@ -137,6 +137,25 @@
 //	rec := &jobs.Reconciler{Manager: m, Providers: ps, StaleAfter: 5 * time.Minute}
 //	go rec.Run(ctx, 30*time.Second)
 //
+// # Waiting for a job
+//
+// [Manager.Wait] blocks until a job is succeeded, failed or cancelled, or
+// until its context ends, when it returns the job as last read with
+// ctx.Err():
+//
+//	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+//	defer cancel()
+//	job, err := m.Wait(ctx, job.ID)
+//	if errors.Is(err, context.DeadlineExceeded) { … job.State is still pending or running … }
+//
+// On PostgreSQL one connection per store, opened with the pool's settings
+// but outside the pool and only while someone waits, LISTENs on
+// jobs_closed, which the schema's trigger notifies when a job closes, and
+// wakes that job's waiters at once. On SQLite, or while that connection is
+// down, Wait polls with a backoff from 10ms to 1s. A store opts in by
+// implementing [CloseNotifier]. Package jobshttp offers the same over HTTP
+// with Prefer: wait=N, and the Idempotency-Key header in front of Submit.
+//
 // # Retention
 //
 // A terminal job keeps its idempotency key for a retention period,
