@@ -264,8 +264,10 @@ func (c *sqlChecker) check(files []*ast.File) {
 				if !ok || !queryMethods[sel.Sel.Name] {
 					return true
 				}
+				// database/sql's …Context methods, and pgx's Exec, Query and
+				// QueryRow, take a context first.
 				arg := 0
-				if strings.HasSuffix(sel.Sel.Name, "Context") {
+				if strings.HasSuffix(sel.Sel.Name, "Context") || len(call.Args) > 1 && isContext(call.Args[0]) {
 					arg = 1
 				}
 				if arg >= len(call.Args) {
@@ -298,6 +300,22 @@ func (c *sqlChecker) check(files []*ast.File) {
 			return true
 		})
 	}
+}
+
+// isContext reports whether e looks like a context argument: a variable
+// named ctx (or ending in ctx or Ctx), or a call into package context.
+func isContext(e ast.Expr) bool {
+	switch e := e.(type) {
+	case *ast.Ident:
+		return e.Name == "ctx" || strings.HasSuffix(e.Name, "Ctx") || strings.HasSuffix(e.Name, "ctx")
+	case *ast.CallExpr:
+		if sel, ok := e.Fun.(*ast.SelectorExpr); ok {
+			if pkg, ok := sel.X.(*ast.Ident); ok {
+				return pkg.Name == "context"
+			}
+		}
+	}
+	return false
 }
 
 func parseDir(t *testing.T, fset *token.FileSet, dir string) []*ast.File {
@@ -368,6 +386,8 @@ func more(db DB, ctx any, key string, ids []any) {
 	db.ExecContext(ctx, changed)                                                // 6
 	db.ExecContext(ctx, strings.Repeat(key, 2))                                 // 7
 	db.ExecContext(ctx, strings.Join([]string{"SELECT", key}, " "))             // 8
+	conn.Exec(ctx, "LISTEN "+q)                                                 // fine: pgx, context first
+	conn.Exec(ctx, "NOTIFY jobs_closed, '"+key+"'")                             // 9
 }
 `
 	fset := token.NewFileSet()
@@ -379,7 +399,7 @@ func more(db DB, ctx any, key string, ids []any) {
 	c := newSQLChecker(fset, files)
 	c.check(files)
 	t.Log(strings.Join(c.problems, "\n"))
-	if len(c.problems) != 9 {
-		t.Fatalf("want 9 problems (8 calls and the dialect field), got %d:\n%s", len(c.problems), strings.Join(c.problems, "\n"))
+	if len(c.problems) != 10 {
+		t.Fatalf("want 10 problems (9 calls and the dialect field), got %d:\n%s", len(c.problems), strings.Join(c.problems, "\n"))
 	}
 }
