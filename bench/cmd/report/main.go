@@ -14,9 +14,12 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
+	"slices"
 	"time"
 
 	"github.com/intentjobs/jobs/bench/report"
+	"github.com/intentjobs/jobs/internal/perf"
 )
 
 func main() {
@@ -28,9 +31,18 @@ func main() {
 	flag.IntVar(&cfg.MaxOps, "max-ops", cfg.MaxOps, "most operations per trial")
 	flag.BoolVar(&cfg.SQLite, "sqlite", cfg.SQLite, "run on SQLite")
 	flag.BoolVar(&cfg.River, "river", cfg.River, "include River")
+	only := flag.String("only", "", "run only the workloads whose names match this regular expression")
 	pg := flag.String("postgres", firstEnv("JOBS_BENCH_POSTGRES_DSN", "JOBS_TEST_POSTGRES_DSN"), "PostgreSQL DSN; empty to skip")
 	flag.Parse()
 	cfg.PostgresDSN = *pg
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "report: -only:", err)
+			os.Exit(2)
+		}
+		cfg.Workloads = slices.DeleteFunc(cfg.Workloads, func(w perf.Workload) bool { return !re.MatchString(w.Name) })
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
