@@ -207,7 +207,7 @@ func qualify(table, cols string) string {
 // errUniqueKey and errUniqueInDoubt are what interpret returns for the two
 // unique violations the store expects; they never leave the package.
 var (
-	errUniqueKey      = errors.New("unique violation: jobs (owner, idempotency_key)")
+	errUniqueKey     = errors.New("unique violation: jobs (owner, idempotency_key)")
 	errUniqueInDoubt = errors.New("unique violation: one attempt in doubt per job")
 )
 
@@ -358,52 +358,43 @@ func (s *SQLStore) attemptByID(ctx context.Context, q DBTX, id string) (Attempt,
 
 // Attempts implements Store.
 func (s *SQLStore) Attempts(ctx context.Context, jobID string) ([]Attempt, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.d.rebind(qAttempts), jobID)
+	out, err := queryAll(ctx, s, s.rdb, "list attempts", scanAttempt, qAttempts, jobID)
+	if err != nil || len(out) > 0 {
+		return out, err
+	}
+	var one int
+	err = s.rdb.QueryRowContext(ctx, s.d.rebind(qJobExists), jobID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("jobs: job %s: %w", jobID, ErrNotFound)
+	}
 	if err != nil {
 		return nil, s.d.interpret("list attempts", err)
-	}
-	defer rows.Close()
-	var out []Attempt
-	for rows.Next() {
-		a, err := scanAttempt(rows)
-		if err != nil {
-			return nil, s.d.interpret("list attempts", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.d.interpret("list attempts", err)
-	}
-	if len(out) == 0 {
-		var one int
-		err := s.rdb.QueryRowContext(ctx, s.d.rebind(qJobExists), jobID).Scan(&one)
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, fmt.Errorf("jobs: job %s: %w", jobID, ErrNotFound)
-		}
-		if err != nil {
-			return nil, s.d.interpret("list attempts", err)
-		}
 	}
 	return out, nil
 }
 
 // ListJobs implements Lister.
 func (s *SQLStore) ListJobs(ctx context.Context, afterID string, limit int) ([]Job, error) {
-	rows, err := s.rdb.QueryContext(ctx, s.d.rebind(qListJobs), afterID, limit)
+	return queryAll(ctx, s, s.rdb, "list jobs", func(sc scanner) (Job, error) { return scanJob(sc) }, qListJobs, afterID, limit)
+}
+
+// queryAll runs query (written with $n placeholders) on q and scans every row.
+func queryAll[T any](ctx context.Context, s *SQLStore, q DBTX, op string, scan func(scanner) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, s.d.rebind(query), args...)
 	if err != nil {
-		return nil, s.d.interpret("list jobs", err)
+		return nil, s.d.interpret(op, err)
 	}
 	defer rows.Close()
-	var out []Job
+	var out []T
 	for rows.Next() {
-		j, err := scanJob(rows)
+		v, err := scan(rows)
 		if err != nil {
-			return nil, s.d.interpret("list jobs", err)
+			return nil, s.d.interpret(op, err)
 		}
-		out = append(out, j)
+		out = append(out, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, s.d.interpret("list jobs", err)
+		return nil, s.d.interpret(op, err)
 	}
 	return out, nil
 }

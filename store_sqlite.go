@@ -8,6 +8,7 @@ import (
 	"errors"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -89,7 +90,7 @@ func NewSQLiteStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...StoreOption) (
 
 var sqliteDialect = &dialect{
 	name:         "sqlite",
-	rebind:       func(q string) string { return placeholder.ReplaceAllString(q, "?$1") },
+	rebind:       sqliteRebindCached,
 	ts:           func(t time.Time) any { return t.UnixMicro() },
 	interpret:    interpretSQLite,
 	retry:        sqliteBusy,
@@ -115,7 +116,20 @@ var sqliteDialect = &dialect{
     RETURNING ` + jobCols),
 }
 
+// sqliteRebind turns $1, $2, … into ?1, ?2, …: numbered, so that a
+// parameter can appear twice and in any order.
 func sqliteRebind(q string) string { return placeholder.ReplaceAllString(q, "?$1") }
+
+var sqliteQueries sync.Map // query text with $n → with ?n
+
+func sqliteRebindCached(q string) string {
+	if r, ok := sqliteQueries.Load(q); ok {
+		return r.(string)
+	}
+	r := sqliteRebind(q)
+	sqliteQueries.Store(q, r)
+	return r
+}
 
 // sqliteBusy reports whether err is SQLite's "database is locked": the
 // statement did not run and can be run again.

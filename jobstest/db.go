@@ -120,6 +120,15 @@ var (
 	adminErr  error
 )
 
+// Cleanup releases what the package keeps between tests (the pool used to
+// create and drop schemas). Call it from TestMain after m.Run, before
+// checking for leaked goroutines.
+func Cleanup() {
+	if admin != nil {
+		admin.Close()
+	}
+}
+
 func adminDB(dsn string) (*sql.DB, error) {
 	adminOnce.Do(func() {
 		admin, adminErr = sql.Open("pgx", dsn)

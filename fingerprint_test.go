@@ -1,0 +1,114 @@
+package jobs_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/intentjobs/jobs"
+)
+
+// TestCanonicalizeGolden checks testdata/canonical/NAME.in.json against
+// NAME.want.json.
+func TestCanonicalizeGolden(t *testing.T) {
+	t.Parallel()
+	ins, err := filepath.Glob("testdata/canonical/*.in.json")
+	if err != nil || len(ins) == 0 {
+		t.Fatalf("no golden files: %v", err)
+	}
+	for _, in := range ins {
+		name := strings.TrimSuffix(filepath.Base(in), ".in.json")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			src, err := os.ReadFile(in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := os.ReadFile(strings.TrimSuffix(in, ".in.json") + ".want.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := jobs.Canonicalize(src)
+			if err != nil {
+				t.Fatalf("Canonicalize: %v", err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("Canonicalize(%s)\n got %s\nwant %s", src, got, want)
+			}
+			again, err := jobs.Canonicalize(got)
+			if err != nil || string(again) != string(got) {
+				t.Errorf("canonical form is not a fixed point: %s -> %s, %v", got, again, err)
+			}
+		})
+	}
+}
+
+func TestCanonicalizeRejects(t *testing.T) {
+	t.Parallel()
+	for name, in := range map[string]string{
+		"empty":                   ``,
+		"bare word":               `hello`,
+		"unquoted key":            `{a:1}`,
+		"trailing comma":          `[1,2,]`,
+		"trailing data":           `{} []`,
+		"duplicate key":           `{"a":1,"b":2,"a":3}`,
+		"duplicate via escape":    `{"a":1,"\u0061":2}`,
+		"leading zero":            `01`,
+		"bare minus":              `-`,
+		"dot without digits":      `1.`,
+		"exponent without digits": `1e`,
+		"control character":       "\"a\tb\"",
+		"invalid escape":          `"\x"`,
+		"lone surrogate":          `"\ud800"`,
+		"invalid UTF-8":           "\"\xff\"",
+		"unterminated string":     `"abc`,
+		"unterminated array":      `[1,2`,
+		"too deep":                strings.Repeat("[", 200) + strings.Repeat("]", 200),
+		"NaN":                     `NaN`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			if got, err := jobs.Canonicalize([]byte(in)); err == nil {
+				t.Errorf("Canonicalize(%q) = %s, want an error", in, got)
+			}
+		})
+	}
+}
+
+func TestFingerprint(t *testing.T) {
+	t.Parallel()
+	canon := func(s string) []byte {
+		c, err := jobs.Canonicalize([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	base := jobs.Fingerprint("charge", "acme", canon(`{"amount":1200,"currency":"eur"}`))
+	if len(base) != 64 {
+		t.Fatalf("fingerprint %q is not 64 hex digits", base)
+	}
+	for _, tc := range []struct {
+		name           string
+		kind, provider string
+		params         string
+		same           bool
+	}{
+		{"key order", "charge", "acme", `{"currency":"eur","amount":1200}`, true},
+		{"whitespace", "charge", "acme", " {\n\"amount\" : 1200 , \"currency\":\"eur\"}\n", true},
+		{"escaped letter", "charge", "acme", `{"amount":1200,"currency":"\u0065ur"}`, true},
+		{"value", "charge", "acme", `{"amount":1201,"currency":"eur"}`, false},
+		{"number literal", "charge", "acme", `{"amount":1200.0,"currency":"eur"}`, false},
+		{"type", "charge", "acme", `{"amount":"1200","currency":"eur"}`, false},
+		{"kind", "refund", "acme", `{"amount":1200,"currency":"eur"}`, false},
+		{"provider", "charge", "other", `{"amount":1200,"currency":"eur"}`, false},
+		// Length prefixes keep field boundaries: ("ab","c") is not ("a","bc").
+		{"shifted boundary", "chargeacm", "e", `{"amount":1200,"currency":"eur"}`, false},
+	} {
+		got := jobs.Fingerprint(tc.kind, tc.provider, canon(tc.params))
+		if (got == base) != tc.same {
+			t.Errorf("%s: same fingerprint = %v, want %v", tc.name, got == base, tc.same)
+		}
+	}
+}

@@ -1,0 +1,26 @@
+package jobs_test
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/intentjobs/jobs/jobstest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	jobstest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var discard = slog.New(slog.DiscardHandler)

@@ -1,0 +1,129 @@
+package jobs_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
+)
+
+// Opening applies the schema once, however many openers race.
+func TestConcurrentOpen(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) func() (*jobs.SQLStore, error)
+	}{
+		{"sqlite", func(t *testing.T) func() (*jobs.SQLStore, error) {
+			path := filepath.Join(t.TempDir(), "jobs.db")
+			return func() (*jobs.SQLStore, error) { return jobs.OpenSQLite(context.Background(), path) }
+		}},
+		{"postgres", func(t *testing.T) func() (*jobs.SQLStore, error) {
+			dsn := jobstest.PostgresDSN(t)
+			return func() (*jobs.SQLStore, error) {
+				s, err := jobs.OpenPostgres(context.Background(), dsn)
+				if s != nil {
+					s.DB().SetMaxOpenConns(2)
+				}
+				return s, err
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			open := tc.open(t)
+			const n = 10
+			stores := make([]*jobs.SQLStore, n)
+			errs := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() { stores[i], errs[i] = open() })
+			}
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Fatalf("open %d: %v", i, err)
+				}
+				defer stores[i].Close()
+			}
+			var applied int
+			if err := stores[0].DB().QueryRow(`SELECT COUNT(*) FROM jobs_schema_migrations`).Scan(&applied); err != nil {
+				t.Fatal(err)
+			}
+			if want := jobs.SchemaVersion(); applied != want {
+				t.Errorf("%d migration rows, want %d (each applied once)", applied, want)
+			}
+			if v, err := stores[n-1].DatabaseSchemaVersion(context.Background()); err != nil || v != jobs.SchemaVersion() {
+				t.Errorf("DatabaseSchemaVersion = %d, %v", v, err)
+			}
+		})
+	}
+}
+
+// Several stores on one SQLite file stand for several processes: many
+// goroutines in each write at once, and "database is locked" never reaches
+// a caller.
+func TestSQLiteManyWriters(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	const stores, goroutines, keys = 4, 16, 40
+	managers := make([]*jobs.Manager, stores)
+	for i := range managers {
+		managers[i] = jobs.New(jobstest.NewSQLiteAt(t, path), jobs.Options{Logger: discard, Hedging: true})
+	}
+	ctx := t.Context()
+	var mu sync.Mutex
+	var failures []error
+	var wg sync.WaitGroup
+	for s := range stores {
+		for g := range goroutines {
+			wg.Go(func() {
+				m := managers[s]
+				for k := range keys {
+					j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: fmt.Sprintf("key-%d", (k+g)%keys),
+						Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)})
+					if err == nil {
+						var a jobs.Attempt
+						if a, err = m.StartAttempt(ctx, j.ID, ""); err == nil {
+							_, err = m.Complete(ctx, a.ID, json.RawMessage(fmt.Sprintf(`{"by":"%d/%d"}`, s, g)))
+						}
+					}
+					if err != nil && !errors.Is(err, jobs.ErrAttemptInFlight) && !errors.Is(err, jobs.ErrJobClosed) && !errors.Is(err, jobs.ErrLostRace) {
+						mu.Lock()
+						failures = append(failures, err)
+						mu.Unlock()
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, err := range failures[:min(len(failures), 5)] {
+		t.Errorf("unexpected error: %v", err)
+	}
+	if len(failures) > 0 {
+		t.Fatalf("%d unexpected errors", len(failures))
+	}
+	store := jobstest.NewSQLiteAt(t, path)
+	snap, err := jobstest.TakeSnapshot(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(snap.Jobs) != keys {
+		t.Errorf("%d jobs, want %d", len(snap.Jobs), keys)
+	}
+	for _, j := range snap.Jobs {
+		if j.State != jobs.JobSucceeded {
+			t.Errorf("job %s is %s, want succeeded", j.ID, j.State)
+		}
+	}
+	for _, v := range snap.Check() {
+		t.Errorf("invariant violated: %s", v)
+	}
+}

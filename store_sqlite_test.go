@@ -1,0 +1,13 @@
+package jobs_test
+
+import (
+	"testing"
+
+	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
+)
+
+func TestSQLite(t *testing.T) {
+	t.Parallel()
+	jobstest.Run(t, func(t testing.TB) jobs.Store { return jobstest.NewSQLite(t) })
+}
