@@ -28,7 +28,7 @@ import (
 // synchronous=FULL, a busy timeout, immediate transactions and foreign keys.
 // Baselines and peers open SQLite with them too, or the comparison would
 // measure the settings instead of the code.
-const SQLiteParams = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign_keys=on&_txlock=immediate"
+const SQLiteParams = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign_keys=on&_txlock=immediate&_stmt_cache_size=32"
 
 // MaxPostgresConns bounds every PostgreSQL pool of a benchmark.
 const MaxPostgresConns = 10
