@@ -247,6 +247,15 @@ func (e *Env) FillTo(ctx context.Context, n int) error {
 		return err
 	}
 	if have < n {
+		if e.Dialect == "sqlite" {
+			// Random keys into a large unique index: give the writer's
+			// page cache room while filling, then restore the default
+			// (-2000: about 2 MB), which is what the store runs with.
+			if _, err := e.Writes.ExecContext(ctx, `PRAGMA cache_size = -262144`); err != nil {
+				return err
+			}
+			defer e.Writes.ExecContext(context.WithoutCancel(ctx), `PRAGMA cache_size = -2000`)
+		}
 		if _, err := e.Fill(ctx, "fill-"+randomHex(4), n-have, "pending"); err != nil {
 			return err
 		}
