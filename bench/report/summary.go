@@ -248,7 +248,8 @@ func (r *Report) Markdown(command string) string {
 				viol += fmt.Sprintf(" (%d busy)", busy)
 			}
 			trips := "–"
-			if d == "postgres" {
+			// Round trips are counted on the store's connections; River has its own pool.
+			if d == "postgres" && c.Contender != "river" {
 				trips = fmt.Sprintf("%.2f", c.values(func(s Sample) float64 { return s.RoundTrips }).Median)
 			}
 			p("| %s | %s | %s | %s | %s | %s | %.0f | %s | %s |", c.Workload.Title, c.Contender,
