@@ -99,8 +99,15 @@ func Hedge() AttemptOption { return func(o *attemptOptions) { o.hedge = true } }
 // naming it); while one is running, unless hedging was asked for; and when the
 // job is terminal (ErrJobClosed).
 //
+// An attempt on a provider other than the job's target is a failover
+// attempt: when the job's kind has a contract, it is refused with a
+// *ProviderUnverifiedError unless the provider's latest verification at the
+// current contract version passed and has not expired (see VerifyProvider
+// and CheckFailover). That check reads the job first; it is skipped when no
+// contract is registered or provider is empty.
+//
 // Errors: ErrInvalidInput, ErrNotFound, ErrAttemptInFlight, ErrJobClosed,
-// ErrStorage.
+// ErrProviderUnverified, ErrStorage.
 func (m *Manager) StartAttempt(ctx context.Context, jobID, provider string, opts ...AttemptOption) (Attempt, error) {
 	if err := m.checkID(ctx, "job ID", jobID); err != nil {
 		return Attempt{}, err
@@ -113,6 +120,12 @@ func (m *Manager) StartAttempt(ctx context.Context, jobID, provider string, opts
 	o := attemptOptions{hedge: m.opts.Hedging}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if err := m.checkFailover(ctx, jobID, provider); err != nil {
+		if errors.Is(err, ErrProviderUnverified) {
+			m.emit(ctx, Event{Type: EventAttemptRefused, JobID: jobID, Provider: provider, Err: err})
+		}
+		return Attempt{}, err
 	}
 	now := m.now()
 	start := time.Now()

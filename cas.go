@@ -33,12 +33,23 @@ import (
 // Errors: ErrInvalidInput, ErrNotFound, ErrLostRace, ErrJobClosed,
 // ErrInvalidTransition (the attempt was already failed or cancelled),
 // ErrContractViolation, ErrStorage.
+//
+// When the job's kind has a contract (Options.Contracts), the result is
+// validated first: a result that fails it marks the attempt failed with the
+// reason, never reaches the job, and Complete returns a
+// *ContractViolationError. With any contract registered, Complete reads the
+// attempt's kind first (one extra read); without, it is one store call.
 func (m *Manager) Complete(ctx context.Context, attemptID string, result json.RawMessage) (Job, error) {
 	if err := m.checkID(ctx, "attempt ID", attemptID); err != nil {
 		return Job{}, err
 	}
 	if err := m.checkResult(result); err != nil {
 		return Job{}, err
+	}
+	if len(m.contracts) > 0 {
+		if err := m.checkContract(ctx, attemptID, result); err != nil {
+			return Job{}, err
+		}
 	}
 	start := time.Now()
 	wctx, cancel := m.writeContext(ctx)
@@ -63,6 +74,9 @@ func (m *Manager) Complete(ctx context.Context, attemptID string, result json.Ra
 			slog.String("winner_id", lost.WinnerID),
 			slog.String("provider", a.Provider))
 		m.emit(ctx, Event{Type: EventRaceLost, JobID: lost.JobID, AttemptID: attemptID, WinnerID: lost.WinnerID, Provider: a.Provider, Duration: time.Since(start)})
+	} else if errors.Is(err, ErrJobClosed) && a.State == AttemptCancelled {
+		// The job was closed meanwhile: the attempt was cancelled with it.
+		m.emit(ctx, Event{Type: EventAttemptCancelled, JobID: a.JobID, AttemptID: attemptID, Provider: a.Provider, Reason: a.Reason, Duration: time.Since(start)})
 	}
 	return Job{}, err
 }

@@ -106,4 +106,94 @@
 // The SQLite store needs cgo (github.com/mattn/go-sqlite3). Built with
 // CGO_ENABLED=0 the package still compiles and the PostgreSQL store works;
 // OpenSQLite then returns an error.
+//
+// # Safe failover
+//
+// Contracts. A contract per kind says what the business logic can interpret;
+// Complete runs it before the compare-and-swap. A result that fails it marks
+// the attempt failed, never reaches the job, and returns ErrContractViolation:
+//
+//	m := jobs.New(store, jobs.Options{Contracts: map[string]jobs.Contract{
+//		"summarize": {Version: "v1", Validate: checkSummary}}})
+//
+// Verification. A provider other than the job's target is used for a kind
+// with a contract only after a recorded, passing, unexpired verification at
+// the current contract version; otherwise StartAttempt returns
+// ErrProviderUnverified. A new Version invalidates older verifications:
+//
+//	v, err := m.VerifyProvider(ctx, "model-b", "summarize", roundTrip, jobs.ValidFor(24*time.Hour))
+//
+// Hedging. A [Runner] calls the target first, hedges on a verified fallback
+// after HedgeAfter of silence, moves on after definitive errors and contract
+// violations, and turns a missed AttemptTimeout into an unknown attempt:
+//
+//	r := &jobs.Runner{Manager: m, Providers: ps, Fallbacks: []string{"model-b"}, HedgeAfter: 10 * time.Second}
+//	job, err := r.Run(ctx, jobID) // ErrAttemptInFlight: in doubt, left to the reconciler
+//
+// Reconciliation. A [Reconciler] asks providers, by the reference recorded at
+// running, about unknown and stale attempts, and completes, fails or cancels
+// them; any number may run at once, each attempt is resolved once:
+//
+//	rec := &jobs.Reconciler{Manager: m, Providers: ps, StaleAfter: 5 * time.Minute}
+//	go rec.Run(ctx, 30*time.Second)
+//
+// # Waiting for a job
+//
+// [Manager.Wait] blocks until a job is succeeded, failed or cancelled, or
+// until its context ends, when it returns the job as last read with
+// ctx.Err():
+//
+//	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+//	defer cancel()
+//	job, err := m.Wait(ctx, job.ID)
+//	if errors.Is(err, context.DeadlineExceeded) { … job.State is still pending or running … }
+//
+// On PostgreSQL one connection per store, opened with the pool's settings
+// but outside the pool and only while someone waits, LISTENs on
+// jobs_closed, which the schema's trigger notifies when a job closes, and
+// wakes that job's waiters at once. On SQLite, or while that connection is
+// down, Wait polls with a backoff from 10ms to 1s. A store opts in by
+// implementing [CloseNotifier]. Package jobshttp offers the same over HTTP
+// with Prefer: wait=N, and the Idempotency-Key header in front of Submit.
+//
+// # Retention
+//
+// A terminal job keeps its idempotency key for a retention period,
+// Options.Retention ([DefaultRetention], 24 hours, by default). After that,
+// [Manager.Purge] may delete it with its attempts, and the same key
+// submitted again makes a new job. Jobs that are pending or running, and
+// terminal jobs with an attempt still starting, running or unknown, are
+// never purged. Purge deletes in bounded batches through the index on
+// closed_at; on PostgreSQL it skips rows locked by others, so several
+// purgers and the Submit/Complete traffic never wait for each other.
+//
+//	stop := m.StartPurger(ctx, jobs.PurgerOptions{Interval: 10 * time.Minute})
+//	defer stop()
+//	res, err := m.Purge(ctx, jobs.PurgeOptions{DryRun: true}) // count only
+//
+// # Schema versions
+//
+// The schema is a list of numbered migrations embedded in the package
+// ([Migrations] returns them as plain SQL). Opening a store applies the
+// missing ones in one transaction, under an advisory lock on PostgreSQL and
+// an immediate transaction on SQLite, and records each in
+// jobs_schema_migrations: processes starting together apply each migration
+// once. A database whose schema is newer than the library is refused with
+// an error matching ErrStorage whose StorageError has Kind StorageSchema.
+// With your own migration tool, apply the files and open with
+// [SkipMigrations], which only checks the version.
+//
+// # Observability
+//
+// Options.Observer receives an [Event] for every meaningful change: jobs
+// created, replayed or in key conflict; attempts started, refused, running,
+// unknown, succeeded, failed or cancelled; races lost (with loser and
+// winner); contract violations, verifications, reconciliations and purges.
+// Each event carries the time spent in the store. It is called
+// synchronously after the change is stored. Without an observer, events
+// cost no allocation. Module github.com/intentjobs/jobs/otel turns events
+// into OpenTelemetry metrics and spans:
+//
+//	obs, err := jobsotel.New()
+//	m := jobs.New(store, jobs.Options{Observer: obs})
 package jobs

@@ -24,6 +24,15 @@ const (
 	EventAttemptCancelled  EventType = "attempt.cancelled"
 	EventRaceLost          EventType = "attempt.race_lost"
 	EventContractViolation EventType = "attempt.contract_violation"
+	EventPurged            EventType = "jobs.purged" // Count jobs and Attempts attempts removed by one Purge
+)
+
+// Event types of verification, hedging and reconciliation.
+const (
+	EventProviderVerified   EventType = "provider.verified"            // a verification passed
+	EventVerificationFailed EventType = "provider.verification_failed" // a verification failed
+	EventHedgeStarted       EventType = "attempt.hedge_started"        // a Runner started a hedge after a silence
+	EventAttemptReconciled  EventType = "attempt.reconciled"           // a Reconciler resolved an attempt
 )
 
 // Event describes one meaningful change, for metrics, traces and audit logs.
@@ -40,6 +49,8 @@ type Event struct {
 	Reason    string
 	Err       error         // for refusals: why
 	Duration  time.Duration // time spent in the store
+	Count     int64         // for EventPurged: jobs removed
+	Attempts  int64         // for EventPurged: attempts removed
 }
 
 // Observer receives events. Observe is called synchronously on the caller's

@@ -41,6 +41,19 @@ type Options struct {
 	// Defaults to DefaultMaxResultBytes.
 	MaxResultBytes int
 
+	// Retention is how long a terminal job keeps its idempotency key before
+	// Purge removes it, unless a PurgeOptions says otherwise. Defaults to
+	// DefaultRetention. See Manager.Retention.
+	Retention time.Duration
+
+	// Contracts maps a job kind to the contract its results must satisfy.
+	// Complete checks a result against its kind's contract before offering
+	// it to the job, and a failover attempt for a kind with a contract needs
+	// a passing verification of its provider (see VerifyProvider). Kinds
+	// without a contract are not checked. New panics on a contract with an
+	// empty Version or a nil Validate.
+	Contracts map[string]Contract
+
 	// WriteTimeout bounds writes that record an attempt's outcome (Complete,
 	// Fail, Cancel, MarkRunning, MarkUnknown, FailJob, CancelJob). They run to
 	// the end even if the caller's context is cancelled once they have begun,
@@ -58,6 +71,8 @@ type Manager struct {
 	now    func() time.Time
 	logger *slog.Logger
 	obs    Observer
+
+	contracts map[string]Contract // copied from Options.Contracts
 }
 
 // New returns a Manager over store.
@@ -72,6 +87,7 @@ func New(store Store, opts Options) *Manager {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
 	m := &Manager{store: store, opts: opts, logger: opts.Logger, obs: opts.Observer}
+	m.contracts = copyContracts(opts.Contracts)
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed migrations
@@ -84,11 +85,43 @@ const migrationsTable = `CREATE TABLE IF NOT EXISTS jobs_schema_migrations (
     applied_at text    NOT NULL
 )`
 
+// migrateBusyBudget bounds how long migrate retries a database that stays
+// busy, when ctx has no deadline of its own.
+const migrateBusyBudget = 30 * time.Second
+
 // migrate applies the missing migrations of d on db, in one transaction
 // under a lock that makes concurrent openers wait for each other: an advisory
 // lock on PostgreSQL (per schema), an immediate transaction on SQLite. It
 // refuses a database whose schema is newer than this library.
-func migrate(ctx context.Context, db *sql.DB, d *dialect) (err error) {
+//
+// On SQLite, the first connections to a new file race to convert it to WAL,
+// and SQLite answers that conversion with "database is locked" at once,
+// without waiting for its busy timeout; so a busy migration, which has
+// written nothing, is tried again, for up to migrateBusyBudget.
+func migrate(ctx context.Context, db *sql.DB, d *dialect) error {
+	if d.retry == nil {
+		return migrateOnce(ctx, db, d)
+	}
+	ctx, cancel := context.WithTimeout(ctx, migrateBusyBudget)
+	defer cancel()
+	pause := time.Millisecond
+	for {
+		err := migrateOnce(ctx, db, d)
+		if err == nil || !d.retry(err) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
+}
+
+func migrateOnce(ctx context.Context, db *sql.DB, d *dialect) (err error) {
 	ms, err := MigrationList(d.name)
 	if err != nil {
 		return err

@@ -10,6 +10,7 @@ type StoreOption func(*storeConfig)
 
 type storeConfig struct {
 	skipMigrations bool
+	inspectOnly    bool // neither apply nor check the schema; see InspectOnly
 }
 
 // SkipMigrations leaves the schema to the caller's own migration tool (see
@@ -22,6 +23,9 @@ func (s *SQLStore) init(ctx context.Context, opts []StoreOption) error {
 	var cfg storeConfig
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.inspectOnly {
+		return nil
 	}
 	if !cfg.skipMigrations {
 		return migrate(ctx, s.db, s.d)

@@ -20,6 +20,8 @@ type SQLStore struct {
 	db    *sql.DB // writes, and reads on PostgreSQL
 	rdb   *sql.DB // reads (a separate pool on SQLite files)
 	owned []*sql.DB
+
+	listener closeListener // PostgreSQL: shared by the waiters of Manager.Wait
 }
 
 // dialect is everything that differs between the databases.
@@ -139,6 +141,7 @@ func (s *SQLStore) Dialect() string { return s.d.name }
 // Close closes the database handles the store opened itself. Handles passed
 // in by the caller are left open.
 func (s *SQLStore) Close() error {
+	s.listener.close()
 	var errs []error
 	for _, db := range s.owned {
 		errs = append(errs, db.Close())

@@ -1,7 +1,6 @@
 package jobs_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,59 +11,6 @@ import (
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/jobstest"
 )
-
-// Opening applies the schema once, however many openers race.
-func TestConcurrentOpen(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		open func(t *testing.T) func() (*jobs.SQLStore, error)
-	}{
-		{"sqlite", func(t *testing.T) func() (*jobs.SQLStore, error) {
-			path := filepath.Join(t.TempDir(), "jobs.db")
-			return func() (*jobs.SQLStore, error) { return jobs.OpenSQLite(context.Background(), path) }
-		}},
-		{"postgres", func(t *testing.T) func() (*jobs.SQLStore, error) {
-			dsn := jobstest.PostgresDSN(t)
-			return func() (*jobs.SQLStore, error) {
-				s, err := jobs.OpenPostgres(context.Background(), dsn)
-				if s != nil {
-					s.DB().SetMaxOpenConns(2)
-				}
-				return s, err
-			}
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			open := tc.open(t)
-			const n = 10
-			stores := make([]*jobs.SQLStore, n)
-			errs := make([]error, n)
-			var wg sync.WaitGroup
-			for i := range n {
-				wg.Go(func() { stores[i], errs[i] = open() })
-			}
-			wg.Wait()
-			for i, err := range errs {
-				if err != nil {
-					t.Fatalf("open %d: %v", i, err)
-				}
-				defer stores[i].Close()
-			}
-			var applied int
-			if err := stores[0].DB().QueryRow(`SELECT COUNT(*) FROM jobs_schema_migrations`).Scan(&applied); err != nil {
-				t.Fatal(err)
-			}
-			if want := jobs.SchemaVersion(); applied != want {
-				t.Errorf("%d migration rows, want %d (each applied once)", applied, want)
-			}
-			if v, err := stores[n-1].DatabaseSchemaVersion(context.Background()); err != nil || v != jobs.SchemaVersion() {
-				t.Errorf("DatabaseSchemaVersion = %d, %v", v, err)
-			}
-		})
-	}
-}
 
 // Several stores on one SQLite file stand for several processes: many
 // goroutines in each write at once, and "database is locked" never reaches

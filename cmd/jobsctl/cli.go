@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/intentjobs/jobs"
+)
+
+const usage = `Usage: jobsctl [--sqlite PATH | --postgres DSN] [--json] [--timeout D] COMMAND [ARGS]
+
+Commands:
+  show JOB_ID | ATTEMPT_ID          a job and its attempts, as a timeline
+  show --owner OWNER --key KEY      the same, found by owner and idempotency key
+  stale [--older-than 5m]           attempts unknown, or starting/running with no news for that long
+  cancel ATTEMPT_ID --reason TEXT   cancel an attempt out of band; the reason is recorded
+  check                             check the invariants; exit status 1 if any is violated
+  purge [--older-than 24h] [--batch-size N] [--dry-run]
+                                    delete terminal jobs closed longer ago than --older-than
+  schema                            the database's schema version and this jobsctl's
+  migrate                           apply the migrations the database is missing
+
+The database: --sqlite PATH, --postgres DSN, or JOBS_DSN (a postgres:// URL or sqlite:PATH).
+Output is aligned text; --json prints JSON instead.
+Exit status: 0 ok, 1 failed or found a problem, 2 bad arguments.
+`
+
+// exit codes
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitUsage   = 2
+	defaultWait = 30 * time.Second
+)
+
+// usageError is a mistake in the command line: exit status 2.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// errFound means the command ran and found a problem: exit status 1, its
+// output already printed.
+var errFound = errors.New("problems found")
+
+// cli holds the global options and the output streams.
+type cli struct {
+	sqlite   string
+	postgres string
+	json     bool
+	timeout  time.Duration
+	getenv   func(string) string
+	out      io.Writer
+}
+
+// commonFlags registers the options every command accepts, so that they
+// may come before or after the command's name.
+func (c *cli) commonFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.sqlite, "sqlite", c.sqlite, "path of the SQLite database file")
+	fs.StringVar(&c.postgres, "postgres", c.postgres, "PostgreSQL connection string")
+	fs.BoolVar(&c.json, "json", c.json, "print JSON")
+	fs.DurationVar(&c.timeout, "timeout", c.timeout, "give up after this long")
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	c := &cli{timeout: defaultWait, getenv: getenv, out: stdout}
+	err := c.run(ctx, args)
+	var ue usageError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "jobsctl: %s (see jobsctl --help)\n", oneLine(ue.msg))
+		return exitUsage
+	case errors.Is(err, errFound):
+		return exitFailed
+	default:
+		fmt.Fprintf(stderr, "jobsctl: %s\n", oneLine(err.Error()))
+		return exitFailed
+	}
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func (c *cli) run(ctx context.Context, args []string) error {
+	fs := newFlagSet("jobsctl")
+	c.commonFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return usagef("no command given")
+	}
+	name, rest := fs.Arg(0), fs.Args()[1:]
+	cmds := map[string]func(context.Context, []string) error{
+		"show":    c.show,
+		"stale":   c.stale,
+		"cancel":  c.cancel,
+		"check":   c.check,
+		"purge":   c.purge,
+		"schema":  c.schema,
+		"migrate": c.migrate,
+		"help":    func(context.Context, []string) error { return flag.ErrHelp },
+	}
+	cmd, ok := cmds[name]
+	if !ok {
+		return usagef("unknown command %q", name)
+	}
+	return cmd(ctx, rest)
+}
+
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard) // errors are reported by run, in one line
+	return fs
+}
+
+// parse parses flags wherever they are among the arguments (flag alone
+// stops at the first one that is not a flag), keeping the others in order.
+func parse(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return usageError{err.Error()}
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
+		if fs.Name() == "jobsctl" {
+			// The global flag set stops at the command's name: the rest
+			// belongs to the command.
+			positional = append(positional, args...)
+			break
+		}
+	}
+	return fs.Parse(append([]string{"--"}, positional...))
+}
+
+// subcommand parses a command's arguments, with want positional arguments
+// (any number if want is negative).
+func (c *cli) subcommand(name string, args []string, want int, setup func(fs *flag.FlagSet)) (*flag.FlagSet, error) {
+	fs := newFlagSet(name)
+	c.commonFlags(fs)
+	if setup != nil {
+		setup(fs)
+	}
+	if err := parse(fs, args); err != nil {
+		return nil, err
+	}
+	if want >= 0 && fs.NArg() != want {
+		if want == 0 {
+			return nil, usagef("%s takes no arguments, got %q", name, fs.Args())
+		}
+		return nil, usagef("%s needs %d argument(s), got %d", name, want, fs.NArg())
+	}
+	return fs, nil
+}
+
+// target is the database the options name.
+type target struct {
+	dialect string // "sqlite" or "postgres"
+	dsn     string
+}
+
+func (c *cli) target() (target, error) {
+	switch {
+	case c.sqlite != "" && c.postgres != "":
+		return target{}, usagef("give --sqlite or --postgres, not both")
+	case c.sqlite != "":
+		return target{"sqlite", c.sqlite}, nil
+	case c.postgres != "":
+		return target{"postgres", c.postgres}, nil
+	}
+	env := c.getenv("JOBS_DSN")
+	switch {
+	case env == "":
+		return target{}, usagef("no database: give --sqlite PATH or --postgres DSN, or set JOBS_DSN")
+	case strings.HasPrefix(env, "postgres://"), strings.HasPrefix(env, "postgresql://"):
+		return target{"postgres", env}, nil
+	case strings.HasPrefix(env, "sqlite:"):
+		return target{"sqlite", strings.TrimPrefix(env, "sqlite:")}, nil
+	}
+	return target{}, usagef("JOBS_DSN must be a postgres:// URL or sqlite:PATH")
+}
+
+// store opens the database named by the options. Unless migrate is set it
+// neither creates nor migrates anything: an operator's look must not
+// change the schema. With inspect, the schema is not checked either.
+func (c *cli) store(ctx context.Context, mode openMode) (*jobs.SQLStore, func(), error) {
+	t, err := c.target()
+	if err != nil {
+		return nil, nil, err
+	}
+	var opts []jobs.StoreOption
+	switch mode {
+	case openChecked:
+		opts = append(opts, jobs.SkipMigrations())
+	case openInspect:
+		opts = append(opts, jobs.InspectOnly())
+	}
+	var db *sql.DB
+	var s *jobs.SQLStore
+	switch t.dialect {
+	case "sqlite":
+		if t.dsn == "" {
+			return nil, nil, usagef("--sqlite needs a path")
+		}
+		if mode != openMigrate {
+			if _, err := os.Stat(t.dsn); err != nil {
+				return nil, nil, fmt.Errorf("no SQLite database at %s", t.dsn)
+			}
+		}
+		db, err = sql.Open("sqlite3", "file:"+t.dsn+"?_busy_timeout=5000&_foreign_keys=on")
+		if err != nil {
+			return nil, nil, errors.New("this jobsctl was built without cgo and cannot open SQLite; use --postgres")
+		}
+		db.SetMaxOpenConns(1)
+		s, err = jobs.NewSQLiteStore(ctx, db, opts...)
+	default:
+		db, err = sql.Open("pgx", t.dsn)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bad PostgreSQL connection string: %v", err)
+		}
+		db.SetMaxOpenConns(2)
+		s, err = jobs.NewPostgresStore(ctx, db, opts...)
+	}
+	if err != nil {
+		db.Close()
+		var se *jobs.StorageError
+		if errors.As(err, &se) && se.Kind == jobs.StorageSchema && mode == openChecked {
+			return nil, nil, fmt.Errorf("%v (see jobsctl schema)", err)
+		}
+		return nil, nil, err
+	}
+	return s, func() { db.Close() }, nil
+}
+
+type openMode int
+
+const (
+	openChecked openMode = iota // the schema must be this library's
+	openInspect                 // any schema, or none
+	openMigrate                 // apply missing migrations
+)
+
+// withStore runs fn on the store with a Manager over it, within the
+// timeout.
+func (c *cli) withStore(ctx context.Context, mode openMode, fn func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error) error {
+	if _, err := c.target(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	s, closeDB, err := c.store(ctx, mode)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	return fn(ctx, s, jobs.New(s, jobs.Options{}))
+}
+
+// printJSON writes v as indented JSON.
+func (c *cli) printJSON(v any) error {
+	enc := json.NewEncoder(c.out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

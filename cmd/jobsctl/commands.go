@@ -1,0 +1,472 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
+)
+
+// show prints a job and its attempts as a timeline.
+func (c *cli) show(ctx context.Context, args []string) error {
+	var owner, key string
+	fs, err := c.subcommand("show", args, -1, func(fs *flag.FlagSet) {
+		fs.StringVar(&owner, "owner", "", "find the job by owner and --key")
+		fs.StringVar(&key, "key", "", "the idempotency key, with --owner")
+	})
+	if err != nil {
+		return err
+	}
+	switch {
+	case (owner == "") != (key == ""):
+		return usagef("show: --owner and --key go together")
+	case owner == "" && fs.NArg() != 1:
+		return usagef("show needs a job or attempt ID, or --owner and --key")
+	case owner != "" && fs.NArg() != 0:
+		return usagef("show: give an ID or --owner and --key, not both")
+	}
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error {
+		var j jobs.Job
+		var err error
+		switch id := fs.Arg(0); {
+		case owner != "":
+			j, err = m.GetByKey(ctx, owner, key)
+		case strings.HasPrefix(id, "att_"):
+			var a jobs.Attempt
+			if a, err = m.Attempt(ctx, id); err == nil {
+				j, err = m.Get(ctx, a.JobID)
+			}
+		default:
+			j, err = m.Get(ctx, id)
+		}
+		if err != nil {
+			return err
+		}
+		as, err := m.Attempts(ctx, j.ID)
+		if err != nil {
+			return err
+		}
+		tl := timeline(j, as)
+		if c.json {
+			return c.printJSON(struct {
+				Job      jobs.Job       `json:"job"`
+				Attempts []jobs.Attempt `json:"attempts"`
+				Timeline []step         `json:"timeline"`
+			}{j, as, tl})
+		}
+		c.printJob(j, as, tl)
+		return nil
+	})
+}
+
+// step is one line of a job's timeline.
+type step struct {
+	At      time.Time     `json:"at"`
+	Offset  time.Duration `json:"offset_ns"` // since the job was created
+	Attempt int           `json:"attempt,omitempty"`
+	What    string        `json:"what"`
+	order   int
+}
+
+// timeline reconstructs what happened to a job from its rows: creation,
+// each attempt's start, its last change if it is still open, its end, and
+// the job's end.
+func timeline(j jobs.Job, as []jobs.Attempt) []step {
+	var out []step
+	add := func(at time.Time, attempt, order int, format string, args ...any) {
+		out = append(out, step{At: at, Offset: at.Sub(j.CreatedAt), Attempt: attempt, What: fmt.Sprintf(format, args...), order: order})
+	}
+	add(j.CreatedAt, 0, 0, "job created: %s on %s for %s (key %s)", j.Kind, j.Provider, j.Owner, j.Key)
+	for _, a := range as {
+		hedge := ""
+		if a.Hedge {
+			hedge = " (hedge)"
+		}
+		add(a.CreatedAt, a.Seq, 1, "attempt %d started on %s%s", a.Seq, a.Provider, hedge)
+		switch {
+		case a.State.Terminal():
+			note := because(a.Reason)
+			if a.State == jobs.AttemptLost {
+				note = ": result dropped"
+			}
+			add(a.FinishedAt, a.Seq, 2, "attempt %d %s after %s%s", a.Seq, outcome(j, as, a), dur(a.FinishedAt.Sub(a.CreatedAt)), note)
+		case a.State == jobs.AttemptStarting:
+			// nothing since it started
+		default:
+			add(a.UpdatedAt, a.Seq, 2, "attempt %d %s%s%s, still open", a.Seq, a.State, ref(a.ProviderRef), because(a.Reason))
+		}
+	}
+	if j.State.Terminal() {
+		what := "job " + string(j.State)
+		if j.State == jobs.JobSucceeded {
+			what += ", won by attempt " + seqOf(as, j.CompletedBy)
+		}
+		add(j.ClosedAt, 0, 3, "%s%s", what, because(j.Reason))
+	}
+	sort.SliceStable(out, func(a, b int) bool {
+		if !out[a].At.Equal(out[b].At) {
+			return out[a].At.Before(out[b].At)
+		}
+		return out[a].order < out[b].order
+	})
+	return out
+}
+
+// outcome says how a finished attempt ended, naming the winner for a loser.
+func outcome(j jobs.Job, as []jobs.Attempt, a jobs.Attempt) string {
+	switch a.State {
+	case jobs.AttemptSucceeded:
+		return "won" + ref(a.ProviderRef)
+	case jobs.AttemptLost:
+		return "lost to attempt " + seqOf(as, j.CompletedBy) + ref(a.ProviderRef)
+	}
+	return string(a.State) + ref(a.ProviderRef)
+}
+
+func seqOf(as []jobs.Attempt, id string) string {
+	for _, a := range as {
+		if a.ID == id {
+			return fmt.Sprintf("%d (%s)", a.Seq, id)
+		}
+	}
+	return id
+}
+
+func ref(r string) string {
+	if r == "" {
+		return ""
+	}
+	return " [ref " + r + "]"
+}
+
+func because(r string) string {
+	if r == "" {
+		return ""
+	}
+	return ": " + r
+}
+
+// dur prints a duration rounded for people.
+func dur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Minute:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05.000")
+}
+
+func (c *cli) printJob(j jobs.Job, as []jobs.Attempt, tl []step) {
+	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "job\t%s\n", j.ID)
+	fmt.Fprintf(w, "state\t%s (version %d)\n", j.State, j.Version)
+	fmt.Fprintf(w, "owner / key\t%s / %s\n", j.Owner, j.Key)
+	fmt.Fprintf(w, "kind / provider\t%s / %s\n", j.Kind, j.Provider)
+	fmt.Fprintf(w, "params\t%s\n", j.Params)
+	if j.CompletedBy != "" {
+		fmt.Fprintf(w, "won by\tattempt %s\n", seqOf(as, j.CompletedBy))
+		fmt.Fprintf(w, "result\t%s\n", j.Result)
+	}
+	if j.Reason != "" {
+		fmt.Fprintf(w, "reason\t%s\n", j.Reason)
+	}
+	fmt.Fprintf(w, "created\t%s\n", stamp(j.CreatedAt))
+	if !j.ClosedAt.IsZero() {
+		fmt.Fprintf(w, "closed\t%s (%s after creation)\n", stamp(j.ClosedAt), dur(j.ClosedAt.Sub(j.CreatedAt)))
+	}
+	w.Flush()
+
+	if len(as) > 0 {
+		fmt.Fprintln(c.out)
+		w = tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "#\tATTEMPT\tPROVIDER\tSTATE\tREF\tSTARTED\tTOOK\tNOTE")
+		for _, a := range as {
+			took := "-"
+			if !a.FinishedAt.IsZero() {
+				took = dur(a.FinishedAt.Sub(a.CreatedAt))
+			}
+			note := a.Reason
+			switch {
+			case a.State == jobs.AttemptSucceeded:
+				note = "winner"
+			case a.State == jobs.AttemptLost:
+				note = "lost to attempt " + seqOf(as, j.CompletedBy) + ": result dropped"
+			}
+			if a.Hedge {
+				note = strings.TrimPrefix(note+"; hedge", "; ")
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t+%s\t%s\t%s\n", a.Seq, a.ID, a.Provider, a.State, orDash(a.ProviderRef),
+				dur(a.CreatedAt.Sub(j.CreatedAt)), took, note)
+		}
+		w.Flush()
+	}
+
+	fmt.Fprintln(c.out)
+	w = tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "TIME\tOFFSET\tWHAT")
+	for _, s := range tl {
+		fmt.Fprintf(w, "%s\t+%s\t%s\n", stamp(s.At), dur(s.Offset), s.What)
+	}
+	w.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// staleAttempt is a row of the stale command.
+type staleAttempt struct {
+	jobs.Attempt
+	Silent time.Duration `json:"silent_for_ns"`
+}
+
+// stale lists attempts that are unknown, or open and silent for too long.
+func (c *cli) stale(ctx context.Context, args []string) error {
+	olderThan := 5 * time.Minute
+	limit := 100
+	if _, err := c.subcommand("stale", args, 0, func(fs *flag.FlagSet) {
+		fs.DurationVar(&olderThan, "older-than", olderThan, "starting or running attempts not updated for this long")
+		fs.IntVar(&limit, "limit", limit, "at most this many")
+	}); err != nil {
+		return err
+	}
+	if olderThan < 0 || limit <= 0 {
+		return usagef("stale: --older-than must not be negative and --limit must be positive")
+	}
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
+		now := time.Now()
+		// Every unknown attempt, whatever its age; open ones only when silent.
+		as, err := s.StaleAttempts(ctx, jobs.StaleQuery{UnknownBefore: now, OpenBefore: now.Add(-olderThan), Limit: limit})
+		if err != nil {
+			return err
+		}
+		rows := make([]staleAttempt, len(as))
+		for i, a := range as {
+			rows[i] = staleAttempt{a, now.Sub(a.UpdatedAt)}
+		}
+		if c.json {
+			return c.printJSON(rows)
+		}
+		if len(rows) == 0 {
+			fmt.Fprintf(c.out, "no attempt unknown, or open with no news for %s\n", olderThan)
+			return nil
+		}
+		w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ATTEMPT\tJOB\t#\tPROVIDER\tSTATE\tREF\tSILENT FOR\tREASON")
+		for _, r := range rows {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.JobID, r.Seq, r.Provider, r.State,
+				orDash(r.ProviderRef), dur(r.Silent.Round(time.Second)), r.Reason)
+		}
+		return w.Flush()
+	})
+}
+
+// cancel cancels an attempt out of band.
+func (c *cli) cancel(ctx context.Context, args []string) error {
+	var reason string
+	fs, err := c.subcommand("cancel", args, 1, func(fs *flag.FlagSet) {
+		fs.StringVar(&reason, "reason", "", "why (required; recorded on the attempt)")
+	})
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return usagef("cancel: --reason is required")
+	}
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error {
+		a, err := m.Cancel(ctx, fs.Arg(0), reason)
+		if err != nil {
+			return err
+		}
+		if c.json {
+			return c.printJSON(a)
+		}
+		fmt.Fprintf(c.out, "attempt %s (job %s, #%d) is %s: %s\n", a.ID, a.JobID, a.Seq, a.State, a.Reason)
+		return nil
+	})
+}
+
+// check runs the invariant checker over the whole database.
+func (c *cli) check(ctx context.Context, args []string) error {
+	if _, err := c.subcommand("check", args, 0, nil); err != nil {
+		return err
+	}
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
+		snap, err := jobstest.TakeSnapshot(ctx, s)
+		if err != nil {
+			return err
+		}
+		vs := snap.Check()
+		attempts := 0
+		for _, as := range snap.Attempts {
+			attempts += len(as)
+		}
+		if c.json {
+			if vs == nil {
+				vs = []jobstest.Violation{}
+			}
+			err = c.printJSON(struct {
+				Jobs       int                  `json:"jobs"`
+				Attempts   int                  `json:"attempts"`
+				Violations []jobstest.Violation `json:"violations"`
+			}{len(snap.Jobs), attempts, vs})
+		} else {
+			w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+			if len(vs) > 0 {
+				fmt.Fprintln(w, "RULE\tJOB\tDETAIL")
+				for _, v := range vs {
+					fmt.Fprintf(w, "%s\t%s\t%s\n", v.Rule, v.JobID, v.Detail)
+				}
+			}
+			w.Flush()
+			fmt.Fprintf(c.out, "%d jobs and %d attempts checked: %d violations\n", len(snap.Jobs), attempts, len(vs))
+		}
+		if err == nil && len(vs) > 0 {
+			return errFound
+		}
+		return err
+	})
+}
+
+// purge deletes old terminal jobs.
+func (c *cli) purge(ctx context.Context, args []string) error {
+	var o jobs.PurgeOptions
+	retention := jobs.DefaultRetention
+	if _, err := c.subcommand("purge", args, 0, func(fs *flag.FlagSet) {
+		fs.DurationVar(&retention, "older-than", retention, "purge jobs closed longer ago than this")
+		fs.IntVar(&o.BatchSize, "batch-size", jobs.DefaultPurgeBatchSize, "jobs per delete")
+		fs.BoolVar(&o.DryRun, "dry-run", false, "count, delete nothing")
+	}); err != nil {
+		return err
+	}
+	if retention <= 0 {
+		return usagef("purge: --older-than must be positive")
+	}
+	o.Retention = retention
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error {
+		res, err := m.Purge(ctx, o)
+		if err != nil {
+			var in *jobs.InputError
+			if errors.As(err, &in) {
+				return usagef("purge: %s", in.Error())
+			}
+			if res.Jobs > 0 {
+				return fmt.Errorf("%v (after purging %d jobs)", err, res.Jobs)
+			}
+			return err
+		}
+		if c.json {
+			return c.printJSON(res)
+		}
+		fmt.Fprintln(c.out, res.String())
+		if !res.DryRun {
+			batches := "batches"
+			if res.Batches == 1 {
+				batches = "batch"
+			}
+			fmt.Fprintf(c.out, "%d %s in %s\n", res.Batches, batches, dur(res.Duration))
+		}
+		return nil
+	})
+}
+
+// schemaReport is the output of the schema command.
+type schemaReport struct {
+	Database int                     `json:"database_version"`
+	Library  int                     `json:"library_version"`
+	Status   string                  `json:"status"` // up to date, behind, ahead
+	Applied  []jobs.AppliedMigration `json:"applied"`
+	Missing  []string                `json:"missing"`
+}
+
+// schema reports the schema version of the database and of this binary.
+func (c *cli) schema(ctx context.Context, args []string) error {
+	if _, err := c.subcommand("schema", args, 0, nil); err != nil {
+		return err
+	}
+	return c.withStore(ctx, openInspect, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
+		return c.reportSchema(ctx, s)
+	})
+}
+
+// migrate applies the missing migrations.
+func (c *cli) migrate(ctx context.Context, args []string) error {
+	if _, err := c.subcommand("migrate", args, 0, nil); err != nil {
+		return err
+	}
+	return c.withStore(ctx, openMigrate, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
+		return c.reportSchema(ctx, s)
+	})
+}
+
+func (c *cli) reportSchema(ctx context.Context, s *jobs.SQLStore) error {
+	applied, err := s.AppliedMigrations(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := jobs.MigrationList(s.Dialect())
+	if err != nil {
+		return err
+	}
+	r := schemaReport{Library: len(all), Applied: applied, Missing: []string{}}
+	if r.Applied == nil {
+		r.Applied = []jobs.AppliedMigration{}
+	}
+	if n := len(applied); n > 0 {
+		r.Database = applied[n-1].Version
+	}
+	for _, m := range all[min(r.Database, len(all)):] {
+		r.Missing = append(r.Missing, m.Name)
+	}
+	switch {
+	case r.Database == r.Library:
+		r.Status = "up to date"
+	case r.Database < r.Library:
+		r.Status = "behind"
+	default:
+		r.Status = "ahead"
+	}
+	if c.json {
+		return c.printJSON(r)
+	}
+	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "database\t%s, schema version %d\n", s.Dialect(), r.Database)
+	fmt.Fprintf(w, "jobsctl\tschema version %d\n", r.Library)
+	switch r.Status {
+	case "up to date":
+		fmt.Fprintf(w, "status\tup to date\n")
+	case "behind":
+		fmt.Fprintf(w, "status\tbehind: %s missing; run jobsctl migrate (or open the store from the new release)\n", strings.Join(r.Missing, ", "))
+	default:
+		fmt.Fprintf(w, "status\tahead: the database was upgraded by a newer release; use a newer jobsctl\n")
+	}
+	w.Flush()
+	if len(applied) > 0 {
+		fmt.Fprintln(c.out)
+		w = tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "VERSION\tMIGRATION\tAPPLIED AT")
+		for _, m := range applied {
+			fmt.Fprintf(w, "%d\t%s\t%s\n", m.Version, m.Name, m.AppliedAt)
+		}
+		w.Flush()
+	}
+	return nil
+}

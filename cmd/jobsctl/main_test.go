@@ -1,0 +1,397 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
+)
+
+// binary is the jobsctl built for the tests, which run it as a user would.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "jobsctl-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "jobsctl")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build jobsctl: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	jobstest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// result is what one run of the binary produced.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+// jobsctl runs the binary with args, and JOBS_DSN unset unless env sets it.
+func jobsctl(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errOut.String()}
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("run jobsctl %v: %v", args, err)
+	}
+	return r
+}
+
+// want checks the exit code and that each of the strings is in stdout.
+func (r result) want(t *testing.T, code int, contains ...string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit code %d, want %d\nstdout:\n%s\nstderr:\n%s", r.code, code, r.stdout, r.stderr)
+	}
+	for _, s := range contains {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("stdout lacks %q:\n%s", s, r.stdout)
+		}
+	}
+}
+
+// wantError checks a failure: the exit code, nothing on stdout, and one
+// line on stderr that contains the given text and no stack trace.
+func (r result) wantError(t *testing.T, code int, contains string) {
+	t.Helper()
+	if r.code != code {
+		t.Errorf("exit code %d, want %d (stderr %q)", r.code, code, r.stderr)
+	}
+	if r.stdout != "" {
+		t.Errorf("stdout not empty on error: %q", r.stdout)
+	}
+	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
+	if len(lines) != 1 || !strings.HasPrefix(lines[0], "jobsctl: ") || !strings.HasSuffix(r.stderr, "\n") {
+		t.Errorf("stderr is not one line starting with \"jobsctl: \": %q", r.stderr)
+	}
+	if !strings.Contains(r.stderr, contains) {
+		t.Errorf("stderr %q does not mention %q", r.stderr, contains)
+	}
+	if strings.Contains(r.stderr, "goroutine") || strings.Contains(r.stderr, "panic") {
+		t.Errorf("stack trace on stderr: %q", r.stderr)
+	}
+}
+
+// seeded is the history written by seed.
+type seeded struct {
+	raced, primary, hedge jobs.Job
+	rPrimary, rHedge      jobs.Attempt
+	doubt                 jobs.Job
+	unknown               jobs.Attempt
+	old                   jobs.Job
+}
+
+// seed writes a small history: a job whose hedge won a race against the
+// primary attempt, a job whose attempt timed out into unknown, and a job
+// closed two days ago.
+func seed(t *testing.T, s jobs.Store) seeded {
+	t.Helper()
+	ctx := context.Background()
+	clk := jobstest.NewClock(time.Now().UTC().Add(-50 * time.Hour).Truncate(time.Second))
+	m := jobs.New(s, jobs.Options{Now: clk.Now, Logger: slog.New(slog.DiscardHandler)})
+	var h seeded
+	var err error
+	check := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit := func(key string) jobs.Job {
+		j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "user-7", Key: key, Kind: "charge", Provider: "stripe",
+			Params: json.RawMessage(`{"amount":1200,"currency":"eur"}`)})
+		check(err)
+		return j
+	}
+	h.old = submit("order-41")
+	_, err = m.CancelJob(ctx, h.old.ID, "customer changed their mind")
+	check(err)
+
+	clk.Advance(48 * time.Hour)
+	h.raced = submit("order-42")
+	clk.Advance(15 * time.Millisecond)
+	h.rPrimary, err = m.StartAttempt(ctx, h.raced.ID, "")
+	check(err)
+	clk.Advance(120 * time.Millisecond)
+	_, err = m.MarkRunning(ctx, h.rPrimary.ID, "ch_primary")
+	check(err)
+	clk.Advance(10 * time.Second)
+	h.rHedge, err = m.StartAttempt(ctx, h.raced.ID, "", jobs.Hedge())
+	check(err)
+	clk.Advance(800 * time.Millisecond)
+	_, err = m.Complete(ctx, h.rHedge.ID, json.RawMessage(`{"charge":"ch_hedge"}`))
+	check(err)
+	clk.Advance(2 * time.Second)
+	if _, err := m.Complete(ctx, h.rPrimary.ID, json.RawMessage(`{"charge":"ch_primary"}`)); !errors.Is(err, jobs.ErrLostRace) {
+		t.Fatalf("late complete: %v", err)
+	}
+
+	clk.Advance(time.Minute)
+	h.doubt = submit("order-43")
+	h.unknown, err = m.StartAttempt(ctx, h.doubt.ID, "")
+	check(err)
+	clk.Advance(30 * time.Second)
+	_, err = m.MarkUnknown(ctx, h.unknown.ID, "no answer after 30s")
+	check(err)
+	return h
+}
+
+// databases are the stores the CLI is tested on: the flag that names each
+// and a store to seed it through.
+func databases(t *testing.T) []struct {
+	name  string
+	flags []string
+	store *jobs.SQLStore
+} {
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	sqlite := jobstest.NewSQLiteAt(t, path)
+	dsn := jobstest.PostgresDSN(t)
+	pg, err := jobs.OpenPostgres(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.DB().SetMaxOpenConns(4)
+	t.Cleanup(func() { pg.Close() })
+	return []struct {
+		name  string
+		flags []string
+		store *jobs.SQLStore
+	}{
+		{"sqlite", []string{"--sqlite", path}, sqlite},
+		{"postgres", []string{"--postgres", dsn}, pg},
+	}
+}
+
+func TestShow(t *testing.T) {
+	t.Parallel()
+	for _, db := range databases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			h := seed(t, db.store)
+			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
+
+			r := jobsctl(t, nil, args("show", h.raced.ID)...)
+			r.want(t, 0,
+				"state            succeeded (version 2)",
+				"won by           attempt 2 ("+h.rHedge.ID+")",
+				"attempt 1 started on stripe",
+				"attempt 2 started on stripe (hedge)",
+				"attempt 2 won after 800ms",
+				"attempt 1 lost to attempt 2 ("+h.rHedge.ID+") [ref ch_primary] after 12.92s: result dropped",
+				"job succeeded, won by attempt 2 ("+h.rHedge.ID+")",
+				"lost to attempt 2 ("+h.rHedge.ID+"): result dropped",
+				`{"charge":"ch_hedge"}`,
+			)
+			if strings.Contains(r.stdout, "ch_primary\"") {
+				t.Error("the loser's result is shown: it must be stored nowhere")
+			}
+			// By attempt ID, and by owner and key, with the flags after the command.
+			jobsctl(t, nil, append([]string{"show", h.rPrimary.ID}, db.flags...)...).want(t, 0, h.raced.ID)
+			jobsctl(t, nil, args("show", "--owner", "user-7", "--key", "order-42")...).want(t, 0, h.raced.ID)
+
+			r = jobsctl(t, nil, args("--json", "show", h.raced.ID)...)
+			r.want(t, 0)
+			var got struct {
+				Job      jobs.Job
+				Attempts []jobs.Attempt
+				Timeline []struct {
+					What   string
+					Offset time.Duration `json:"offset_ns"`
+				}
+			}
+			if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+				t.Fatalf("show --json: %v\n%s", err, r.stdout)
+			}
+			if got.Job.CompletedBy != h.rHedge.ID || len(got.Attempts) != 2 || got.Attempts[0].State != jobs.AttemptLost || len(got.Timeline) != 6 {
+				t.Errorf("show --json = %+v", got)
+			}
+			if last := got.Timeline[len(got.Timeline)-1]; last.Offset != 12935*time.Millisecond {
+				t.Errorf("last step %q at +%v, want +12.935s", last.What, last.Offset)
+			}
+
+			jobsctl(t, nil, args("show", "job_nope")...).wantError(t, 1, "not found")
+		})
+	}
+}
+
+func TestStaleCancelCheckPurgeSchema(t *testing.T) {
+	t.Parallel()
+	for _, db := range databases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			h := seed(t, db.store)
+			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
+
+			// stale: the unknown attempt, of any age.
+			jobsctl(t, nil, args("stale")...).want(t, 0, h.unknown.ID, "unknown", "no answer after 30s")
+			r := jobsctl(t, nil, args("stale", "--json", "--older-than", "1h")...)
+			var stale []jobs.Attempt
+			if err := json.Unmarshal([]byte(r.stdout), &stale); err != nil || len(stale) != 1 || stale[0].ID != h.unknown.ID {
+				t.Errorf("stale --json = %v, %v\n%s", stale, err, r.stdout)
+			}
+
+			// check: a clean database.
+			jobsctl(t, nil, args("check")...).want(t, 0, "3 jobs and 3 attempts checked: 0 violations")
+
+			// cancel: recorded on the attempt, and it unblocks the job.
+			reason := "operator: provider confirms it never received the request"
+			jobsctl(t, nil, args("cancel", h.unknown.ID, "--reason", reason)...).want(t, 0, "is cancelled: "+reason)
+			a, err := db.store.Attempt(context.Background(), h.unknown.ID)
+			if err != nil || a.State != jobs.AttemptCancelled || a.Reason != reason {
+				t.Errorf("after cancel: %+v, %v", a, err)
+			}
+			jobsctl(t, nil, args("stale")...).want(t, 0, "no attempt unknown")
+			// A finished attempt cannot be cancelled.
+			jobsctl(t, nil, args("cancel", h.rHedge.ID, "--reason", "oops")...).wantError(t, 1, "cannot move from succeeded to cancelled")
+
+			// purge: the job closed two days ago.
+			jobsctl(t, nil, args("purge", "--dry-run")...).want(t, 0, "would purge 1 job and 0 attempts")
+			r = jobsctl(t, nil, args("purge", "--json")...)
+			var res jobs.PurgeResult
+			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Jobs != 1 || res.DryRun {
+				t.Errorf("purge --json = %+v, %v\n%s", res, err, r.stdout)
+			}
+			if _, err := db.store.Job(context.Background(), h.old.ID); !errors.Is(err, jobs.ErrNotFound) {
+				t.Errorf("purged job: %v", err)
+			}
+			jobsctl(t, nil, args("purge", "--older-than", "1m")...).want(t, 0, "purged 1 job and 2 attempts")
+
+			// check finds a broken invariant: a job given up while its attempt runs.
+			q := `UPDATE jobs SET state = 'failed', closed_at = updated_at WHERE id = $1`
+			if db.name == "sqlite" {
+				q = strings.Replace(q, "$1", "?", 1)
+			}
+			j2, _, err := jobs.New(db.store, jobs.Options{}).Submit(context.Background(), jobs.SubmitRequest{Owner: "u", Key: "k", Kind: "charge", Provider: "stripe", Params: json.RawMessage(`{}`)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := jobs.New(db.store, jobs.Options{}).StartAttempt(context.Background(), j2.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.store.DB().Exec(q, j2.ID); err != nil {
+				t.Fatal(err)
+			}
+			r = jobsctl(t, nil, args("check")...)
+			r.want(t, 1, "failed-job-idle", j2.ID, "1 violations")
+			r = jobsctl(t, nil, args("check", "--json")...)
+			var rep struct{ Violations []jobstest.Violation }
+			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Violations) != 1 || r.code != 1 {
+				t.Errorf("check --json = %+v, %v, exit %d", rep, err, r.code)
+			}
+
+			// schema: up to date, then behind, then migrated again.
+			jobsctl(t, nil, args("schema")...).want(t, 0, fmt.Sprintf("schema version %d", jobs.SchemaVersion()), "up to date", "0001_init.sql")
+			last := jobs.SchemaVersion()
+			q = `DELETE FROM jobs_schema_migrations WHERE version = $1`
+			if db.name == "sqlite" {
+				q = strings.Replace(q, "$1", "?", 1)
+			}
+			if _, err := db.store.DB().Exec(q, last); err != nil {
+				t.Fatal(err)
+			}
+			jobsctl(t, nil, args("schema")...).want(t, 0, "behind")
+			// Other commands refuse a database at another version.
+			jobsctl(t, nil, args("check")...).wantError(t, 1, "see jobsctl schema")
+			r = jobsctl(t, nil, args("schema", "--json")...)
+			var sr schemaReport
+			if err := json.Unmarshal([]byte(r.stdout), &sr); err != nil || sr.Status != "behind" || sr.Database != last-1 || len(sr.Missing) != 1 {
+				t.Errorf("schema --json = %+v, %v", sr, err)
+			}
+		})
+	}
+}
+
+func TestEnvironmentDSN(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	jobstest.NewSQLiteAt(t, path)
+	jobsctl(t, []string{"JOBS_DSN=sqlite:" + path}, "schema").want(t, 0, "up to date")
+	pg := []string{"JOBS_DSN=" + jobstest.PostgresDSN(t)}
+	// An empty database: no schema to look at until it is migrated.
+	jobsctl(t, pg, "check").wantError(t, 1, "see jobsctl schema")
+	jobsctl(t, pg, "schema").want(t, 0, "schema version 0", "behind: 0001_init.sql")
+	jobsctl(t, pg, "migrate").want(t, 0, "up to date")
+	jobsctl(t, pg, "check").want(t, 0, "0 jobs and 0 attempts checked")
+	jobsctl(t, []string{"JOBS_DSN=mysql://x"}, "check").wantError(t, 2, "JOBS_DSN must be")
+}
+
+func TestBadArgumentsAndUnreachableDatabases(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	jobstest.NewSQLiteAt(t, path)
+	missing := filepath.Join(t.TempDir(), "missing.db")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		msg  string
+	}{
+		{"no command", []string{"--sqlite", path}, 2, "no command given"},
+		{"unknown command", []string{"--sqlite", path, "frobnicate"}, 2, `unknown command "frobnicate"`},
+		{"unknown flag", []string{"--sqlite", path, "purge", "--force"}, 2, "flag provided but not defined: -force"},
+		{"bad duration", []string{"--sqlite", path, "purge", "--older-than", "soon"}, 2, "invalid value"},
+		{"negative retention", []string{"--sqlite", path, "purge", "--older-than", "-1h"}, 2, "must be positive"},
+		{"huge batch", []string{"--sqlite", path, "purge", "--batch-size", "1000000"}, 2, "BatchSize"},
+		{"no database", []string{"check"}, 2, "no database"},
+		{"two databases", []string{"--sqlite", path, "--postgres", "postgres://x", "check"}, 2, "not both"},
+		{"show without ID", []string{"--sqlite", path, "show"}, 2, "show needs"},
+		{"show with extra", []string{"--sqlite", path, "show", "a", "b"}, 2, "show needs"},
+		{"cancel without reason", []string{"--sqlite", path, "cancel", "att_1"}, 2, "--reason is required"},
+		{"check with argument", []string{"--sqlite", path, "check", "now"}, 2, "takes no arguments"},
+		{"missing file", []string{"--sqlite", missing, "check"}, 1, "no SQLite database at " + missing},
+		{"not a database", []string{"--sqlite", "/etc/hostname", "check"}, 1, "jobs: "},
+		{"unreachable postgres", []string{"--postgres", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5", "check"}, 1, "unavailable"},
+		{"bad DSN", []string{"--postgres", "postgres://%zz", "schema"}, 1, "cannot parse"},
+		{"cancel unknown attempt", []string{"--sqlite", path, "cancel", "att_nope", "--reason", "x"}, 1, "not found"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			jobsctl(t, nil, tc.args...).wantError(t, tc.code, tc.msg)
+		})
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Errorf("a look at a missing SQLite file created it: %v", err)
+	}
+	r := jobsctl(t, nil, "--help")
+	r.want(t, 0, "Usage: jobsctl", "stale [--older-than 5m]")
+	if r.stderr != "" {
+		t.Errorf("--help wrote to stderr: %q", r.stderr)
+	}
+}

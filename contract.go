@@ -1,0 +1,150 @@
+package jobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Contract is what the business logic needs from a result of one job kind:
+// not only valid JSON, but JSON it can interpret (the fields it reads, their
+// types and ranges, nothing empty that must not be). Register contracts with
+// Options.Contracts.
+//
+// Version names the contract's current form. Changing what Validate accepts
+// means a new Version: verifications of providers recorded under an older
+// version no longer make them eligible for failover.
+type Contract struct {
+	Version  string
+	Validate func(result json.RawMessage) error
+}
+
+// ContractViolationError reports a result that failed its kind's contract.
+// It matches ErrContractViolation. The attempt was marked failed with Reason;
+// the result reached neither the job nor the attempt.
+type ContractViolationError struct {
+	JobID           string
+	AttemptID       string
+	Kind            string
+	Provider        string
+	ContractVersion string
+	Reason          string // what Validate said
+}
+
+func (e *ContractViolationError) Error() string {
+	return fmt.Sprintf("jobs: attempt %s (provider %s): result violates contract %s of kind %q: %s",
+		e.AttemptID, e.Provider, e.ContractVersion, e.Kind, e.Reason)
+}
+
+// Is reports whether target is ErrContractViolation.
+func (e *ContractViolationError) Is(target error) bool { return target == ErrContractViolation }
+
+// Contract returns the contract registered for kind, if any.
+func (m *Manager) Contract(kind string) (Contract, bool) {
+	c, ok := m.contracts[kind]
+	return c, ok
+}
+
+func copyContracts(in map[string]Contract) map[string]Contract {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[string]Contract, len(in))
+	for kind, c := range in {
+		if c.Version == "" || c.Validate == nil {
+			panic(fmt.Sprintf("jobs: contract for kind %q needs a Version and a Validate function", kind))
+		}
+		if err := checkName("contract version", c.Version); err != nil {
+			panic(fmt.Sprintf("jobs: contract for kind %q: %v", kind, err))
+		}
+		out[kind] = c
+	}
+	return out
+}
+
+// AttemptKindReader is implemented by stores that can read an attempt
+// together with its job's kind in one query. Complete uses it to find the
+// contract of a result when contracts are registered; without it, it reads
+// the attempt and then the job.
+type AttemptKindReader interface {
+	// AttemptKind returns the attempt and the kind of its job, or ErrNotFound.
+	AttemptKind(ctx context.Context, attemptID string) (Attempt, string, error)
+}
+
+// attemptKind returns the attempt and its job's kind.
+func (m *Manager) attemptKind(ctx context.Context, attemptID string) (Attempt, string, error) {
+	if r, ok := m.store.(AttemptKindReader); ok {
+		return r.AttemptKind(ctx, attemptID)
+	}
+	a, err := m.store.Attempt(ctx, attemptID)
+	if err != nil {
+		return Attempt{}, "", err
+	}
+	j, err := m.store.Job(ctx, a.JobID)
+	if err != nil {
+		return Attempt{}, "", err
+	}
+	return a, j.Kind, nil
+}
+
+// checkContract validates result against the contract of the attempt's kind.
+// A violation fails the attempt (when it is still open) and is returned as a
+// *ContractViolationError; nothing else is written.
+func (m *Manager) checkContract(ctx context.Context, attemptID string, result json.RawMessage) error {
+	a, kind, err := m.attemptKind(ctx, attemptID)
+	if err != nil {
+		return err
+	}
+	c, ok := m.contracts[kind]
+	if !ok {
+		return nil
+	}
+	verr := c.Validate(result)
+	if verr == nil {
+		return nil
+	}
+	reason := sanitizeReason(verr.Error())
+	cv := &ContractViolationError{JobID: a.JobID, AttemptID: a.ID, Kind: kind, Provider: a.Provider,
+		ContractVersion: c.Version, Reason: reason}
+	start := time.Now()
+	wctx, cancel := m.writeContext(ctx)
+	defer cancel()
+	_, err = m.store.UpdateAttempt(wctx, AttemptUpdate{
+		ID:     a.ID,
+		From:   attemptSources[AttemptFailed],
+		To:     AttemptFailed,
+		Reason: sanitizeReason("contract " + c.Version + " violated: " + reason),
+		At:     m.now(),
+	})
+	if err != nil && !errors.Is(err, ErrInvalidTransition) {
+		// The attempt could not be marked failed: report that, not the
+		// violation, so that the caller knows the attempt is still open.
+		return err
+	}
+	// An attempt that was already terminal (a retried call) is unchanged;
+	// the result is refused all the same.
+	m.logger.WarnContext(ctx, "jobs: result violates contract",
+		"job_id", a.JobID, "attempt_id", a.ID, "provider", a.Provider, "kind", kind,
+		"contract_version", c.Version, "reason", reason)
+	m.emit(ctx, Event{Type: EventContractViolation, JobID: a.JobID, AttemptID: a.ID, Kind: kind, Provider: a.Provider,
+		Reason: reason, Err: cv, Duration: time.Since(start)})
+	return cv
+}
+
+// sanitizeReason makes s storable as a reason: valid UTF-8 without NUL, cut
+// to the limit of a stored reason on a rune boundary.
+func sanitizeReason(s string) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= maxTextBytes {
+		return s
+	}
+	const ellipsis = "…"
+	cut := maxTextBytes - len(ellipsis)
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}

@@ -1,0 +1,132 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/examples/httpapi/app"
+	"github.com/intentjobs/jobs/jobstest"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	jobstest.Cleanup()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var keyInPage = regexp.MustCompile(`id="key" name="key" value="([^"]+)"`)
+
+func TestApp(t *testing.T) {
+	t.Parallel()
+	store := jobstest.NewSQLite(t)
+	m := jobs.New(store, jobs.Options{})
+	ctx := context.Background()
+	// A job left pending by a previous run: Run picks it up.
+	left, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "carol", Key: "left", Kind: "print", Provider: "inkjet", Params: json.RawMessage(`{"pages":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := app.New(m, app.Options{WorkDelay: 20 * time.Millisecond})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+
+	// Every rendering of the page is a new form with a new key, and a
+	// browser without an owner cookie gets one.
+	var keys []string
+	var cookie *http.Cookie
+	for range 2 {
+		resp, err := http.Get(srv.URL + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		match := keyInPage.FindStringSubmatch(string(body))
+		if resp.StatusCode != 200 || match == nil {
+			t.Fatalf("page: %d, key found: %v", resp.StatusCode, match != nil)
+		}
+		keys = append(keys, match[1])
+		for _, c := range resp.Cookies() {
+			if c.Name == app.OwnerCookie {
+				cookie = c
+			}
+		}
+	}
+	if keys[0] == keys[1] {
+		t.Errorf("two renderings share the key %s", keys[0])
+	}
+	if cookie == nil || cookie.Value == "" {
+		t.Fatal("no owner cookie")
+	}
+
+	// The page's request, with the cookie: a job that the worker completes.
+	req, _ := http.NewRequest("POST", srv.URL+"/jobs", strings.NewReader(`{"kind":"print","provider":"laser","params":{"document":"a.pdf","pages":3}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", `"`+keys[0]+`"`)
+	req.Header.Set("Prefer", "wait=10")
+	req.AddCookie(cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var view struct {
+		ID     string          `json:"id"`
+		State  string          `json:"state"`
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&view); err != nil || resp.StatusCode != 201 {
+		t.Fatalf("POST: %d %v", resp.StatusCode, err)
+	}
+	if view.State != "succeeded" || string(view.Result) != `{"attempt":1,"printed_pages":3,"printer":"laser"}` {
+		t.Errorf("job %+v; want succeeded with the printed pages", view)
+	}
+	job, err := m.Get(ctx, view.ID)
+	if err != nil || job.Owner != cookie.Value || job.Key != keys[0] {
+		t.Errorf("stored job %+v, %v; want owner %s and key %s", job, err, cookie.Value, keys[0])
+	}
+
+	// The check refuses what the shop does not offer.
+	req, _ = http.NewRequest("POST", srv.URL+"/jobs", strings.NewReader(`{"kind":"fax","provider":"laser"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", "fax-1")
+	req.Header.Set("Authorization", "Bearer dave")
+	resp2, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp2.Body.Close()
+	if resp2.StatusCode != 422 {
+		t.Errorf("fax: %d; want 422", resp2.StatusCode)
+	}
+
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	if got, err := m.Wait(wctx, left.ID); err != nil || got.State != jobs.JobSucceeded {
+		t.Errorf("the job left pending: %+v, %v; want it completed after Run started", got, err)
+	}
+}

@@ -1,0 +1,56 @@
+// Package jobshttp serves jobs over HTTP with the Idempotency-Key header:
+// however often a client sends a request, it creates one job.
+//
+//	h := jobshttp.New(manager, jobshttp.Options{
+//		Owner: func(r *http.Request) (string, bool) { return userFrom(r) }, // your authentication
+//	})
+//	h.Register(mux) // POST /jobs, GET /jobs/{id}
+//
+// A POST carries {"kind": …, "provider": …, "params": …} and an
+// Idempotency-Key, as a structured-field string ("…", per the IETF
+// httpapi-idempotency-key-header draft) or bare; both are the same key.
+// Keys and jobs belong to the owner the host's Owner function names.
+//
+//	POST, new key                      201 Created, Location, the Receipt
+//	POST, same key and request again   201 Created, same body, Idempotent-Replayed: true
+//	POST, same key, other request      409 Conflict (or 422), problem naming the key's job
+//	POST, no Idempotency-Key           400
+//	POST, key empty, > 255 bytes,
+//	      not printable ASCII          400
+//	POST, not application/json         415
+//	POST, malformed JSON               400
+//	POST, body over MaxBodyBytes       413
+//	POST, kind/provider/params refused 422
+//	no owner                           401, WWW-Authenticate
+//	GET /jobs/{id}                     200 with the JobView; 404 if missing or another owner's
+//	store busy or unreachable          503, Retry-After: 1
+//
+// Requests racing with the same key all get the one job: the store's unique
+// constraint decides, and the others are replays. A replay's body is
+// byte-identical to the first response because a POST answers with a
+// Receipt, which holds only what a job never changes (ID, key, kind,
+// provider, params, creation time, location): the "original response" is
+// the job as created, however far it has progressed since. Its current
+// state is at the Location.
+//
+// # Waiting
+//
+// A POST or GET with Prefer: wait=N (RFC 7240) is held until the job is
+// terminal or N seconds (capped by Options.MaxWait) have passed, and is
+// answered with the job's current JobView, Preference-Applied: wait=N and
+// Content-Location. The status line stays as above. See jobs.Manager.Wait.
+//
+// # Key retention
+//
+// Every response to a POST carries Idempotency-Key-Retention: the number of
+// seconds after a job closes during which its key is still honoured (while
+// the job is open, it always is). It defaults to the Manager's retention
+// (jobs.Options.Retention, 24 hours unless set), after which Manager.Purge
+// may delete the closed job: the same key then creates a new job.
+//
+// # Problems
+//
+// Every error is an RFC 9457 application/problem+json body (see Problem),
+// whose type is Options.ProblemBase followed by one of the Problem* names,
+// e.g. idempotency-key-conflict. Problems never mention other owners' jobs.
+package jobshttp

@@ -1,0 +1,408 @@
+package jobshttp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/intentjobs/jobs"
+)
+
+// Response headers beyond the standard ones.
+const (
+	// HeaderReplayed is set to "true" on a response to a request whose key
+	// had already created its job: the job was not created again.
+	HeaderReplayed = "Idempotent-Replayed"
+
+	// HeaderKeyRetention tells, in seconds, how long after a job is closed
+	// (succeeded, failed or cancelled) its idempotency key is still honoured;
+	// while the job is open its key always is. Within that time the same key
+	// always leads to the same job. Sent on every response to a POST.
+	HeaderKeyRetention = "Idempotency-Key-Retention"
+)
+
+// Defaults of Options.
+const (
+	DefaultPath         = "/jobs"
+	DefaultMaxBodyBytes = 64 << 10 // 64 KiB
+	DefaultMaxWait      = 60 * time.Second
+)
+
+// Options configures a Handler. Owner is required; the rest has defaults.
+type Options struct {
+	// Owner returns who makes the request, from the host application's
+	// authentication (a user or tenant ID). ok == false (or an empty owner)
+	// answers 401. Jobs and keys are scoped to their owner.
+	Owner func(r *http.Request) (owner string, ok bool)
+
+	// Challenge is the WWW-Authenticate header of a 401 response.
+	// Defaults to "Bearer".
+	Challenge string
+
+	// Path is where the handler is mounted: POST Path creates a job, GET
+	// Path/{id} reads one. Defaults to "/jobs". Locations are Path/{id}.
+	Path string
+
+	// MaxBodyBytes limits the request body; a larger one is answered with
+	// 413. Defaults to DefaultMaxBodyBytes (the Manager's default limit on
+	// params).
+	MaxBodyBytes int64
+
+	// ConflictStatus is the status of a key reused with a different request:
+	// http.StatusConflict (409, the default: a conflict of intent) or
+	// http.StatusUnprocessableEntity (422, as in the IETF draft).
+	ConflictStatus int
+
+	// KeyRetention is how long keys are honoured after their job closes,
+	// announced in the Idempotency-Key-Retention header. Defaults to the
+	// Manager's retention (jobs.Options.Retention, 24 hours unless set), the
+	// period after which Manager.Purge may delete a closed job and free its key.
+	KeyRetention time.Duration
+
+	// MaxWait caps the wait a client may ask for with Prefer: wait=N, in
+	// whole seconds (at least one). Defaults to 60s. Keep it below the
+	// server's WriteTimeout.
+	MaxWait time.Duration
+
+	// Check, if set, vets a request before it is submitted (allowed kinds and
+	// providers, the shape of params). Its error is answered with 422 and
+	// its text as the problem's detail; nothing is written.
+	Check func(r *http.Request, req jobs.SubmitRequest) error
+
+	// Created, if set, is called once for every job this handler creates
+	// (never for a replay), before the response is written; use it to hand
+	// the job's ID to a worker. Its context is not cancelled when the client
+	// goes away. A job whose Created never ran (the process stopped in
+	// between) is still pending in the store: workers should also pick up
+	// pending jobs from there.
+	Created func(ctx context.Context, j jobs.Job)
+
+	// ProblemBase is prefixed to the Problem* names to form problem type
+	// URIs. Defaults to DefaultProblemBase.
+	ProblemBase string
+
+	// Logger receives failures of the store (answered with 5xx).
+	// Defaults to slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler serves jobs over HTTP. Create one with New; it is safe for
+// concurrent use.
+type Handler struct {
+	m    *jobs.Manager
+	opts Options
+}
+
+// New returns a Handler that submits and reads jobs through m. It panics if
+// opts.Owner is nil or opts.ConflictStatus is neither 0, 409 nor 422.
+func New(m *jobs.Manager, opts Options) *Handler {
+	if opts.Owner == nil {
+		panic("jobshttp: Options.Owner is required")
+	}
+	switch opts.ConflictStatus {
+	case 0:
+		opts.ConflictStatus = http.StatusConflict
+	case http.StatusConflict, http.StatusUnprocessableEntity:
+	default:
+		panic(fmt.Sprintf("jobshttp: Options.ConflictStatus must be 409 or 422, not %d", opts.ConflictStatus))
+	}
+	if opts.Challenge == "" {
+		opts.Challenge = "Bearer"
+	}
+	if opts.Path == "" {
+		opts.Path = DefaultPath
+	}
+	opts.Path = "/" + strings.Trim(opts.Path, "/")
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.KeyRetention <= 0 {
+		opts.KeyRetention = m.Retention()
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = DefaultMaxWait
+	}
+	opts.MaxWait = max(opts.MaxWait.Truncate(time.Second), time.Second) // Prefer: wait counts seconds
+	if opts.ProblemBase == "" {
+		opts.ProblemBase = DefaultProblemBase
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Handler{m: m, opts: opts}
+}
+
+// Register mounts h on mux at its Path: Path itself and everything below.
+func (h *Handler) Register(mux *http.ServeMux) {
+	mux.Handle(h.opts.Path, h)
+	mux.Handle(h.opts.Path+"/", h)
+}
+
+// ServeHTTP routes POST Path to Create and GET or HEAD Path/{id} to Get.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch p := r.URL.Path; {
+	case p == h.opts.Path:
+		if r.Method != http.MethodPost {
+			h.methodNotAllowed(w, "POST")
+			return
+		}
+		h.Create(w, r)
+	case strings.HasPrefix(p, h.opts.Path+"/") && !strings.Contains(p[len(h.opts.Path)+1:], "/") && len(p) > len(h.opts.Path)+1:
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			h.methodNotAllowed(w, "GET, HEAD")
+			return
+		}
+		h.Get(w, r, p[len(h.opts.Path)+1:])
+	default:
+		h.notFound(w)
+	}
+}
+
+func (h *Handler) location(id string) string { return h.opts.Path + "/" + id }
+
+// CreateRequest is the body of a POST.
+type CreateRequest struct {
+	Kind     string          `json:"kind"`     // the operation, e.g. "print"
+	Provider string          `json:"provider"` // the target provider
+	Params   json.RawMessage `json:"params"`   // any JSON value; omitted means null
+}
+
+// Create answers a POST: it submits the intent in the body under the
+// request's Idempotency-Key for the request's owner. See the package
+// documentation for the statuses.
+func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set(HeaderKeyRetention, strconv.FormatInt(int64(h.opts.KeyRetention/time.Second), 10))
+	w.Header().Add("Vary", "Prefer")
+	owner, ok := h.owner(w, r)
+	if !ok {
+		return
+	}
+	key, err := IdempotencyKey(r)
+	if err != nil {
+		typ, title := ProblemKeyInvalid, "Invalid Idempotency-Key"
+		if errors.Is(err, errKeyMissing) {
+			typ, title = ProblemKeyMissing, "Idempotency-Key required"
+		}
+		h.problem(w, http.StatusBadRequest, typ, title, err.Error()+".")
+		return
+	}
+	if !isJSON(r.Header.Get("Content-Type")) {
+		w.Header().Set("Accept-Post", "application/json")
+		h.problem(w, http.StatusUnsupportedMediaType, ProblemUnsupportedMediaType, "Unsupported Media Type",
+			"The request body must be application/json.")
+		return
+	}
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return
+	}
+	var cr CreateRequest
+	if err := decodeStrict(body, &cr); err != nil {
+		h.problem(w, http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", err.Error())
+		return
+	}
+	if len(cr.Params) == 0 {
+		cr.Params = json.RawMessage("null")
+	}
+	req := jobs.SubmitRequest{Owner: owner, Key: key, Kind: cr.Kind, Provider: cr.Provider, Params: cr.Params}
+	if h.opts.Check != nil {
+		if err := h.opts.Check(r, req); err != nil {
+			h.problem(w, http.StatusUnprocessableEntity, ProblemInvalidRequest, "Invalid request", err.Error())
+			return
+		}
+	}
+	job, created, err := h.m.Submit(r.Context(), req)
+	if err != nil {
+		h.submitError(w, r, err)
+		return
+	}
+	if created && h.opts.Created != nil {
+		h.opts.Created(context.WithoutCancel(r.Context()), job)
+	}
+	hdr := w.Header()
+	hdr.Set("Location", h.location(job.ID))
+	if !created {
+		hdr.Set(HeaderReplayed, "true")
+	}
+	if d, ok := preferredWait(r, h.opts.MaxWait); ok {
+		job = h.wait(r, job, d)
+		hdr.Set("Preference-Applied", "wait="+strconv.Itoa(int(d/time.Second)))
+		hdr.Set("Content-Location", h.location(job.ID))
+		h.writeJSON(w, http.StatusCreated, h.view(job))
+		return
+	}
+	h.writeJSON(w, http.StatusCreated, h.receipt(job))
+}
+
+// Get answers a GET of the job id. Another owner's job is answered exactly
+// like a job that does not exist.
+func (h *Handler) Get(w http.ResponseWriter, r *http.Request, id string) {
+	w.Header().Add("Vary", "Prefer")
+	owner, ok := h.owner(w, r)
+	if !ok {
+		return
+	}
+	job, err := h.m.Get(r.Context(), id)
+	if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidInput) || (err == nil && job.Owner != owner) {
+		h.notFound(w)
+		return
+	}
+	if err != nil {
+		h.storeError(w, r, err)
+		return
+	}
+	if d, ok := preferredWait(r, h.opts.MaxWait); ok {
+		job = h.wait(r, job, d)
+		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(d/time.Second)))
+	}
+	h.writeJSON(w, http.StatusOK, h.view(job))
+}
+
+// wait holds the request until job is terminal, d has passed or the client
+// has gone, and returns the job as it then is.
+func (h *Handler) wait(r *http.Request, job jobs.Job, d time.Duration) jobs.Job {
+	if job.State.Terminal() {
+		return job
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	defer cancel()
+	got, err := h.m.Wait(ctx, job.ID)
+	if got.ID == "" {
+		return job
+	}
+	if err != nil && ctx.Err() == nil {
+		h.opts.Logger.WarnContext(r.Context(), "jobshttp: wait", "job", job.ID, "err", err)
+	}
+	return got
+}
+
+func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (string, bool) {
+	owner, ok := h.opts.Owner(r)
+	if !ok || owner == "" {
+		w.Header().Set("WWW-Authenticate", h.opts.Challenge)
+		h.problem(w, http.StatusUnauthorized, ProblemUnauthenticated, "Unauthenticated",
+			"The request does not say who makes it.")
+		return "", false
+	}
+	return owner, true
+}
+
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	tooLarge := func() {
+		h.problem(w, http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "Request body too large",
+			fmt.Sprintf("The request body must not exceed %d bytes.", h.opts.MaxBodyBytes))
+	}
+	if r.ContentLength > h.opts.MaxBodyBytes {
+		tooLarge()
+		return nil, errors.New("too large")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			tooLarge()
+		} else {
+			h.problem(w, http.StatusBadRequest, ProblemMalformedJSON, "Unreadable request body", "The request body could not be read.")
+		}
+		return nil, err
+	}
+	return body, nil
+}
+
+// decodeStrict decodes exactly one JSON object with no unknown fields.
+func decodeStrict(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errors.New("The request body is empty; send a JSON object.")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("The request body is not the expected JSON object: %s.", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("The request body has data after the JSON object.")
+	}
+	return nil
+}
+
+func isJSON(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || (strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+func (h *Handler) submitError(w http.ResponseWriter, r *http.Request, err error) {
+	var conflict *jobs.KeyConflictError
+	var input *jobs.InputError
+	switch {
+	case errors.As(err, &conflict):
+		// The key is the caller's own (keys are scoped to owners), so the job
+		// it is bound to is the caller's too.
+		h.writeProblem(w, Problem{
+			Type:   h.opts.ProblemBase + ProblemKeyConflict,
+			Title:  "Idempotency-Key already used for a different request",
+			Status: h.opts.ConflictStatus,
+			Detail: "This Idempotency-Key was first used with another kind, provider or params. " +
+				"Repeat that request to get its job, or use a new key for a new request.",
+			Job: h.location(conflict.JobID),
+		})
+	case errors.As(err, &input) && input.Field == "Owner":
+		h.opts.Logger.ErrorContext(r.Context(), "jobshttp: the Owner function returned an owner the store refuses", "err", err)
+		h.problem(w, http.StatusInternalServerError, ProblemInternal, "Internal Server Error", "")
+	case errors.As(err, &input):
+		h.problem(w, http.StatusUnprocessableEntity, ProblemInvalidRequest, "Invalid request",
+			strings.ToLower(input.Field)+": "+input.Problem+".")
+	default:
+		h.storeError(w, r, err)
+	}
+}
+
+func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) {
+	var se *jobs.StorageError
+	if errors.As(err, &se) && (se.Kind == jobs.StorageBusy || se.Kind == jobs.StorageUnavailable) || r.Context().Err() != nil {
+		if r.Context().Err() == nil {
+			h.opts.Logger.WarnContext(r.Context(), "jobshttp: store unavailable", "err", err)
+		}
+		w.Header().Set("Retry-After", "1")
+		h.problem(w, http.StatusServiceUnavailable, ProblemUnavailable, "Service Unavailable",
+			"The job store is busy or unreachable; repeat the request with the same Idempotency-Key.")
+		return
+	}
+	h.opts.Logger.ErrorContext(r.Context(), "jobshttp: store failure", "err", err)
+	h.problem(w, http.StatusInternalServerError, ProblemInternal, "Internal Server Error",
+		"Repeat the request with the same Idempotency-Key.")
+}
+
+func (h *Handler) notFound(w http.ResponseWriter) {
+	h.problem(w, http.StatusNotFound, ProblemNotFound, "Not Found", "")
+}
+
+func (h *Handler) methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	h.problem(w, http.StatusMethodNotAllowed, ProblemMethodNotAllowed, "Method Not Allowed", "")
+}
+
+func (h *Handler) writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil { // only a Manager bug could put invalid JSON in a job
+		h.opts.Logger.Error("jobshttp: encode response", "err", err)
+		h.problem(w, http.StatusInternalServerError, ProblemInternal, "Internal Server Error", "")
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	w.Write(append(body, '\n'))
+}

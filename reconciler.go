@@ -1,0 +1,286 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Reconciler defaults; see Reconciler.
+const (
+	DefaultStaleAfter    = 5 * time.Minute
+	DefaultRecheckAfter  = 10 * time.Second
+	DefaultLookupTimeout = 30 * time.Second
+	DefaultReconcileSize = 100
+)
+
+// StaleQuery is the input of ReconcileStore.StaleAttempts.
+type StaleQuery struct {
+	UnknownBefore time.Time // unknown attempts last updated before this
+	OpenBefore    time.Time // starting and running attempts last updated before this
+	Limit         int
+}
+
+// AttemptClaim is the input of ReconcileStore.ClaimAttempt.
+type AttemptClaim struct {
+	ID        string
+	State     AttemptState // as read by StaleAttempts
+	UpdatedAt time.Time    // as read by StaleAttempts
+	At        time.Time    // the new UpdatedAt
+}
+
+// ReconcileStore is implemented by stores that can find attempts for a
+// Reconciler. *SQLStore implements it on both dialects.
+type ReconcileStore interface {
+	// StaleAttempts returns up to q.Limit attempts that are unknown and
+	// were last updated before q.UnknownBefore, or starting or running and
+	// last updated before q.OpenBefore, least recently updated first.
+	StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, error)
+
+	// ClaimAttempt sets the attempt's UpdatedAt to c.At if its state and
+	// UpdatedAt are still c.State and c.UpdatedAt, and reports whether it
+	// did. Of several reconcilers that read the same stale attempt, exactly
+	// one claims it; the claim also postpones the next look at it.
+	ClaimAttempt(ctx context.Context, c AttemptClaim) (bool, error)
+}
+
+// Reconciler is the out-of-band process that resolves attempts in doubt:
+// unknown ones, and starting or running ones nobody has touched for
+// StaleAfter (their worker crashed). It asks each attempt's provider what
+// became of the request, by the reference recorded at running, and
+// completes, fails or cancels the attempt accordingly. An attempt without a
+// reference is cancelled once it is Grace old: the provider never
+// acknowledged it.
+//
+// Several reconcilers may run at once, in one process or many: each stale
+// attempt is claimed by exactly one of them before its provider is asked,
+// and the state-guarded transitions let only one resolution win in any case.
+type Reconciler struct {
+	Manager *Manager
+
+	// Providers by name, as in Runner.
+	Providers map[string]Provider
+
+	// StaleAfter is how long a starting or running attempt may go without
+	// a change before it is examined. Make it longer than the runners'
+	// AttemptTimeout, so that attempts a live runner is still waiting for
+	// are left to it. Defaults to DefaultStaleAfter.
+	StaleAfter time.Duration
+
+	// RecheckAfter is how long after its last change (or last examination)
+	// an unknown attempt is examined. Defaults to DefaultRecheckAfter.
+	RecheckAfter time.Duration
+
+	// Grace is the age (since its creation) after which an attempt without
+	// a provider reference is cancelled. Defaults to StaleAfter.
+	Grace time.Duration
+
+	// LookupTimeout bounds each Provider.Lookup. Defaults to
+	// DefaultLookupTimeout.
+	LookupTimeout time.Duration
+
+	// BatchSize is how many attempts one pass examines at most. Defaults
+	// to DefaultReconcileSize.
+	BatchSize int
+
+	// Clock paces Run. Ages are measured with the Manager's clock
+	// (Options.Now), the one attempts are stamped with.
+	Clock Clock
+
+	// Logger defaults to the Manager's.
+	Logger *slog.Logger
+}
+
+// Resolution is what a reconciler did with one attempt.
+type Resolution struct {
+	AttemptID string
+	JobID     string
+	Provider  string
+	From      AttemptState // the state it was found in
+	To        AttemptState // the state it was left in
+	Reason    string
+}
+
+// ReconcileReport sums up one pass.
+type ReconcileReport struct {
+	Examined int          // stale attempts found
+	Resolved []Resolution // moved to a terminal state by this pass
+	Pending  int          // the provider is still working, or the grace period runs
+	Claimed  int          // claimed first by another reconciler: left alone
+	Settled  int          // resolved meanwhile by someone else
+	Errors   []error      // lookups or writes that failed; retried next pass
+}
+
+// ReconcileOnce examines up to BatchSize stale attempts once.
+// Errors: errors.ErrUnsupported (the store does not implement
+// ReconcileStore), ErrStorage. Problems with single attempts are in the
+// report's Errors.
+func (r *Reconciler) ReconcileOnce(ctx context.Context) (ReconcileReport, error) {
+	var rep ReconcileReport
+	if err := ctx.Err(); err != nil {
+		return rep, err
+	}
+	m := r.Manager
+	rs, ok := m.store.(ReconcileStore)
+	if !ok {
+		return rep, errUnsupported("ReconcileOnce")
+	}
+	stale := orDefault(r.StaleAfter, DefaultStaleAfter)
+	recheck := orDefault(r.RecheckAfter, DefaultRecheckAfter)
+	now := m.now()
+	batch := r.BatchSize
+	if batch <= 0 {
+		batch = DefaultReconcileSize
+	}
+	list, err := rs.StaleAttempts(ctx, StaleQuery{UnknownBefore: now.Add(-recheck), OpenBefore: now.Add(-stale), Limit: batch})
+	if err != nil {
+		return rep, err
+	}
+	rep.Examined = len(list)
+	for _, a := range list {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		claimed, err := rs.ClaimAttempt(ctx, AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt, At: now})
+		if err != nil {
+			rep.Errors = append(rep.Errors, err)
+			continue
+		}
+		if !claimed {
+			rep.Claimed++
+			continue
+		}
+		r.resolve(ctx, a, now, &rep)
+	}
+	return rep, nil
+}
+
+// Run reconciles every interval until ctx ends, and returns ctx's error.
+func (r *Reconciler) Run(ctx context.Context, every time.Duration) error {
+	if every <= 0 {
+		return invalid("every", "not positive")
+	}
+	clock := r.Clock
+	if clock == nil {
+		clock = SystemClock
+	}
+	for {
+		rep, err := r.ReconcileOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.logger().ErrorContext(ctx, "jobs: reconcile pass failed", "error", err)
+		}
+		for _, e := range rep.Errors {
+			r.logger().WarnContext(ctx, "jobs: reconcile", "error", e)
+		}
+		t := clock.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C():
+		}
+	}
+}
+
+func (r *Reconciler) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return r.Manager.logger
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// resolve asks a's provider and records the answer.
+func (r *Reconciler) resolve(ctx context.Context, a Attempt, now time.Time, rep *ReconcileReport) {
+	m := r.Manager
+	if a.ProviderRef == "" {
+		grace := orDefault(r.Grace, orDefault(r.StaleAfter, DefaultStaleAfter))
+		if now.Sub(a.CreatedAt) < grace {
+			rep.Pending++
+			return
+		}
+		r.record(ctx, a, AttemptCancelled, fmt.Sprintf("no provider reference after %s: the provider never acknowledged it", grace), rep)
+		return
+	}
+	p := r.Providers[a.Provider]
+	if p == nil {
+		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: no provider %q configured", a.ID, a.Provider))
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, orDefault(r.LookupTimeout, DefaultLookupTimeout))
+	out, err := p.Lookup(lctx, a.ProviderRef)
+	cancel()
+	if err != nil {
+		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: lookup %s at %s: %w", a.ID, a.ProviderRef, a.Provider, err))
+		return
+	}
+	switch out.State {
+	case OutcomePending:
+		rep.Pending++
+	case OutcomeSucceeded:
+		_, err := m.Complete(ctx, a.ID, out.Result)
+		var to AttemptState
+		switch {
+		case err == nil:
+			to = AttemptSucceeded
+		case errors.Is(err, ErrLostRace):
+			to = AttemptLost
+		case errors.Is(err, ErrContractViolation):
+			to = AttemptFailed
+		case errors.Is(err, ErrJobClosed):
+			to = AttemptCancelled
+		case errors.Is(err, ErrInvalidTransition):
+			rep.Settled++
+			return
+		default:
+			rep.Errors = append(rep.Errors, err)
+			return
+		}
+		reason := "provider reported a result"
+		if err != nil {
+			reason += ": " + err.Error()
+		}
+		r.resolved(ctx, a, to, reason, rep)
+	case OutcomeFailed:
+		r.record(ctx, a, AttemptFailed, sanitizeReason("provider reported failure: "+out.Reason), rep)
+	case OutcomeNotFound:
+		r.record(ctx, a, AttemptCancelled, "provider has no such request", rep)
+	default:
+		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: provider %s answered unknown outcome %q", a.ID, a.Provider, out.State))
+	}
+}
+
+// record moves a to a terminal state to (failed or cancelled).
+func (r *Reconciler) record(ctx context.Context, a Attempt, to AttemptState, reason string, rep *ReconcileReport) {
+	var err error
+	if to == AttemptFailed {
+		_, err = r.Manager.Fail(ctx, a.ID, reason)
+	} else {
+		_, err = r.Manager.Cancel(ctx, a.ID, reason)
+	}
+	switch {
+	case err == nil:
+		r.resolved(ctx, a, to, reason, rep)
+	case errors.Is(err, ErrInvalidTransition):
+		rep.Settled++
+	default:
+		rep.Errors = append(rep.Errors, err)
+	}
+}
+
+func (r *Reconciler) resolved(ctx context.Context, a Attempt, to AttemptState, reason string, rep *ReconcileReport) {
+	res := Resolution{AttemptID: a.ID, JobID: a.JobID, Provider: a.Provider, From: a.State, To: to, Reason: reason}
+	rep.Resolved = append(rep.Resolved, res)
+	r.logger().InfoContext(ctx, "jobs: attempt reconciled", "job_id", a.JobID, "attempt_id", a.ID,
+		"provider", a.Provider, "from", a.State, "to", to, "reason", reason)
+	r.Manager.emit(ctx, Event{Type: EventAttemptReconciled, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider,
+		Reason: fmt.Sprintf("%s -> %s: %s", a.State, to, reason)})
+}

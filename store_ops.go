@@ -1,0 +1,45 @@
+package jobs
+
+import (
+	"context"
+)
+
+// AppliedMigration is a row of the schema's version table.
+type AppliedMigration struct {
+	Version   int    `json:"version"`
+	Name      string `json:"name"`
+	AppliedAt string `json:"applied_at"` // RFC 3339, as recorded
+}
+
+// AppliedMigrations lists the migrations recorded in the store's database,
+// oldest first; none if the database has no version table yet.
+func (s *SQLStore) AppliedMigrations(ctx context.Context) ([]AppliedMigration, error) {
+	rows, err := s.rdb.QueryContext(ctx, `SELECT version, name, applied_at FROM jobs_schema_migrations ORDER BY version`)
+	if err != nil {
+		err = s.d.interpret("schema version", err)
+		if se, ok := err.(*StorageError); ok && se.Kind == StorageSchema {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer rows.Close()
+	var out []AppliedMigration
+	for rows.Next() {
+		var m AppliedMigration
+		if err := rows.Scan(&m.Version, &m.Name, &m.AppliedAt); err != nil {
+			return nil, s.d.interpret("schema version", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.d.interpret("schema version", err)
+	}
+	return out, nil
+}
+
+// InspectOnly opens a store without applying or checking the schema, for
+// tools that report on a database whatever its version, such as jobsctl's
+// schema command. Other operations may fail on a database at another
+// schema version than this library's; use it for AppliedMigrations and
+// DatabaseSchemaVersion.
+func InspectOnly() StoreOption { return func(c *storeConfig) { c.inspectOnly = true } }

@@ -1,0 +1,101 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Polling intervals of Manager.Wait. Without notifications it polls from
+// waitPollMin, doubling up to waitPollMax; with notifications the poll is
+// only a safety net, up to waitPollMaxNotified.
+const (
+	waitPollMin         = 10 * time.Millisecond
+	waitPollMax         = time.Second
+	waitPollMaxNotified = 5 * time.Second
+)
+
+// CloseNotifier is implemented by stores that can announce that a job may
+// have reached a terminal state, so that Manager.Wait need not poll for it.
+// The PostgreSQL store implements it with LISTEN/NOTIFY; the SQLite store
+// does not support it and Wait polls.
+type CloseNotifier interface {
+	// NotifyClosed registers interest in the job jobID. It returns once the
+	// store is listening, so that a job closed after the call returns is
+	// never missed. The channel receives a value whenever the job may have
+	// become terminal, and also when notifications may have been lost (after
+	// the store reconnected); the receiver then reads the job again. stop
+	// ends the registration and must be called. An error matching
+	// errors.ErrUnsupported means the store cannot notify; any other error
+	// means it cannot now. Callers then poll.
+	NotifyClosed(ctx context.Context, jobID string) (wake <-chan struct{}, stop func(), err error)
+}
+
+// Wait blocks until the job reaches a terminal state (succeeded, failed or
+// cancelled) and returns it. If ctx ends first, Wait returns the job as last
+// read (the zero Job if it was never read) together with ctx.Err(), so a
+// caller holding a request open for a while can still answer with the
+// job's current state.
+//
+// When the store implements CloseNotifier (PostgreSQL), Wait is woken by the
+// database as soon as the job closes, through one listening connection per
+// store (outside its pool) shared by all waiters; it still polls slowly in
+// case a notification is lost. Otherwise (SQLite) it polls with a backoff
+// from 10ms to 1s.
+//
+// Errors: ErrInvalidInput, ErrNotFound, ErrStorage, ctx.Err().
+func (m *Manager) Wait(ctx context.Context, jobID string) (Job, error) {
+	if err := m.checkID(ctx, "job ID", jobID); err != nil {
+		return Job{}, err
+	}
+	// Read once before subscribing, so that a terminal job costs no
+	// subscription and a context that ends early still yields the job.
+	last, err := m.store.Job(ctx, jobID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return Job{}, ctx.Err()
+		}
+		return Job{}, err
+	}
+	if last.State.Terminal() {
+		return last, nil
+	}
+	var wake <-chan struct{}
+	maxPoll := waitPollMax
+	if n, ok := m.store.(CloseNotifier); ok {
+		ch, stop, err := n.NotifyClosed(ctx, jobID)
+		switch {
+		case err == nil:
+			defer stop()
+			wake, maxPoll = ch, waitPollMaxNotified
+		case ctx.Err() != nil:
+			return last, ctx.Err()
+		case !errors.Is(err, errors.ErrUnsupported):
+			m.logger.DebugContext(ctx, "jobs: wait: no notifications, polling", "job", jobID, "err", err)
+		}
+	}
+	pause := waitPollMin
+	for {
+		j, err := m.store.Job(ctx, jobID)
+		if err != nil {
+			if ctx.Err() != nil {
+				return last, ctx.Err()
+			}
+			return last, err
+		}
+		if j.State.Terminal() {
+			return j, nil
+		}
+		last = j
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return last, ctx.Err()
+		case <-wake:
+			t.Stop()
+		case <-t.C:
+			pause = min(2*pause, maxPoll)
+		}
+	}
+}
