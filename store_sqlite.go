@@ -23,8 +23,11 @@ import (
 //     rather than reported;
 //   - immediate transactions, so that a transaction takes the write lock at
 //     BEGIN, where waiting is safe, instead of failing at its first write;
-//   - foreign keys, so that attempts cannot outlive their job.
-const sqliteParams = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign_keys=on&_txlock=immediate"
+//   - foreign keys, so that attempts cannot outlive their job;
+//   - a cache of prepared statements per connection, so that the store's
+//     queries are compiled once per connection instead of on every call
+//     (compiling them was a quarter of Submit's CPU time).
+const sqliteParams = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign_keys=on&_txlock=immediate&_stmt_cache_size=32"
 
 // OpenSQLite opens (creating if needed) the SQLite database at dsn, a file
 // path or a "file:" URI, and applies the schema. Writes go through one

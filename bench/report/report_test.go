@@ -1,0 +1,105 @@
+package report
+
+import (
+	"context"
+	"encoding/xml"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/intentjobs/jobs/internal/perf"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener")); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// TestRunSmall runs the whole report with tiny counts: every workload, every
+// contender, on SQLite and (when JOBS_TEST_POSTGRES_DSN is set) PostgreSQL,
+// and checks the files it writes.
+func TestRunSmall(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Runs = 2
+	cfg.TrialTime = time.Millisecond
+	cfg.MinOps, cfg.MaxOps = 16, 32
+	cfg.Log = io.Discard
+	cfg.PostgresDSN = os.Getenv("JOBS_TEST_POSTGRES_DSN")
+	cfg.Workloads = nil
+	for _, w := range perf.Suite() {
+		if w.Kind == perf.SubmitStored {
+			w.Stored /= 1000 // 10 and 1,000
+		}
+		cfg.Workloads = append(cfg.Workloads, w)
+	}
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := rep.WriteFiles(dir, "go test"); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "REPORT.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDialects := []string{"SQLite"}
+	if cfg.PostgresDSN != "" {
+		wantDialects = append(wantDialects, "PostgreSQL")
+	}
+	for _, d := range wantDialects {
+		for _, want := range []string{"## " + d, "| Duplicate storm, 64 goroutines per key | river |", "| Complete, 2 attempts racing per job, 8 jobs at once | jobs |"} {
+			if !strings.Contains(string(md), want) {
+				t.Errorf("REPORT.md lacks %q", want)
+			}
+		}
+	}
+	for _, tr := range rep.Targets() {
+		if strings.Contains(tr.What, "Violations") && !tr.Met {
+			t.Errorf("%s: %s: %v", tr.Dialect, tr.What, tr.Got.Median)
+		}
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, "ratios.svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(strings.NewReader(string(svg)))
+	for {
+		if _, err := d.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("ratios.svg is not well-formed: %v", err)
+		}
+	}
+	if n := strings.Count(string(svg), "<rect "); n < 10 {
+		t.Errorf("ratios.svg has %d bars, want at least 10", n)
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	tests := []struct {
+		in   []float64
+		want Summary
+	}{
+		{[]float64{3, 1, 2}, Summary{Median: 2, Min: 1, Max: 3, N: 3}},
+		{[]float64{4, 1, 2, 3}, Summary{Median: 2.5, Min: 1, Max: 4, N: 4}},
+		{[]float64{5}, Summary{Median: 5, Min: 5, Max: 5, N: 1}},
+	}
+	for _, tt := range tests {
+		if got := summarize(tt.in); got != tt.want {
+			t.Errorf("summarize(%v) = %+v, want %+v", tt.in, got, tt.want)
+		}
+	}
+}
