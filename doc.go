@@ -149,6 +149,30 @@
 //	rec := &jobs.Reconciler{Manager: m, Providers: ps, StaleAfter: 5 * time.Minute}
 //	go rec.Run(ctx, 30*time.Second)
 //
+// # Retries and faults
+//
+// Every verb is safe to call again when its answer was lost (a connection
+// dropped during COMMIT, a cancelled context, a killed process): a repeated
+// Submit returns the same job, a repeated Complete by the winner returns the
+// job and writes nothing (a loser gets ErrLostRace again, a result for a
+// closed job ErrJobClosed again), and repeating a transition the attempt
+// already made is not an error. A StartAttempt whose answer was lost leaves an
+// attempt starting; the retry is refused with ErrAttemptInFlight naming it, so
+// that it can be cancelled or resolved. Outcome writes are not abandoned when
+// the caller's context ends (see Options.WriteTimeout).
+//
+// To test your own retry code, wrap a store with package faultstore, which
+// fails calls before they run or after they commit, from a seed, and check the
+// store afterwards with jobstest.CheckInvariants:
+//
+//	fs := faultstore.New(store, faultstore.Config{Seed: 1, Rate: 0.2, AfterShare: 0.5})
+//	m := jobs.New(fs, jobs.Options{})
+//	// … drive m, retrying on ErrStorage …
+//	violations, err := jobstest.CheckInvariants(ctx, store)
+//
+// Behind PgBouncer in transaction pooling mode, add
+// default_query_exec_mode=exec to the pgx DSN.
+//
 // # Waiting for a job
 //
 // [Manager.Wait] blocks until a job is succeeded, failed or cancelled, or

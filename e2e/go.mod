@@ -7,7 +7,6 @@ replace github.com/intentjobs/jobs => ../
 require (
 	github.com/chromedp/chromedp v0.23.1
 	github.com/intentjobs/jobs v0.0.0-00010101000000-000000000000
-	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -20,6 +19,7 @@ require (
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/jmoiron/sqlx v1.4.0 // indirect
 	github.com/mattn/go-sqlite3 v1.14.53 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )

@@ -5,29 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/faultstore"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	jobstest.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { jobstest.Main(m) }
 
 func newJob(key string) jobs.Job {
 	now := time.Now().UTC().Truncate(time.Microsecond)

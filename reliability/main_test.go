@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"os"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/jobstest"
@@ -23,13 +20,7 @@ func TestMain(m *testing.M) {
 	limitRapid()
 	code := m.Run()
 	stopBouncer()
-	jobstest.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
+	code = jobstest.AfterTests(code)
 	os.Exit(code)
 }
 

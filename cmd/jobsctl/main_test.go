@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/jobstest"
 )
@@ -36,13 +34,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	jobstest.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
+	code = jobstest.AfterTests(code)
 	os.Exit(code)
 }
 

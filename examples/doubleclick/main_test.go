@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"testing"
 
 	"github.com/intentjobs/jobs/jobstest"
@@ -21,8 +20,4 @@ func TestDemoPostgres(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	jobstest.Cleanup()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { jobstest.Main(m) }

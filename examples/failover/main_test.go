@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -26,17 +24,7 @@ func TestDemoPostgres(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	jobstest.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { jobstest.Main(m) }
 
 func Example() {
 	if err := run(os.Stdout, ""); err != nil {

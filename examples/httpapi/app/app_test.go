@@ -3,11 +3,9 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -16,20 +14,9 @@ import (
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/examples/httpapi/app"
 	"github.com/intentjobs/jobs/jobstest"
-	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	jobstest.Cleanup()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { jobstest.Main(m) }
 
 var keyInPage = regexp.MustCompile(`id="key" name="key" value="([^"]+)"`)
 
