@@ -104,21 +104,7 @@ func migrate(ctx context.Context, db *sql.DB, d *dialect) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, migrateBusyBudget)
 	defer cancel()
-	pause := time.Millisecond
-	for {
-		err := migrateOnce(ctx, db, d)
-		if err == nil || !d.retry(err) {
-			return err
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		pause = min(2*pause, 100*time.Millisecond)
-	}
+	return retryWhile(ctx, d.retry, func() error { return migrateOnce(ctx, db, d) })
 }
 
 func migrateOnce(ctx context.Context, db *sql.DB, d *dialect) (err error) {

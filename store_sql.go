@@ -217,10 +217,17 @@ var (
 // withRetry runs fn again while the dialect says its error left nothing
 // behind (SQLite's busy), with a short growing pause, until ctx ends.
 func (s *SQLStore) withRetry(ctx context.Context, fn func() error) error {
+	return retryWhile(ctx, s.d.retry, fn)
+}
+
+// retryWhile runs fn until it succeeds, fails with an error that retry
+// rejects (a nil retry rejects all), or ctx ends, pausing 1 ms, 2 ms, …
+// up to 100 ms between tries.
+func retryWhile(ctx context.Context, retry func(error) bool, fn func() error) error {
 	pause := time.Millisecond
 	for {
 		err := fn()
-		if err == nil || s.d.retry == nil || !s.d.retry(err) {
+		if err == nil || retry == nil || !retry(err) {
 			return err
 		}
 		t := time.NewTimer(pause)
@@ -230,9 +237,7 @@ func (s *SQLStore) withRetry(ctx context.Context, fn func() error) error {
 			return err
 		case <-t.C:
 		}
-		if pause < 100*time.Millisecond {
-			pause *= 2
-		}
+		pause = min(2*pause, 100*time.Millisecond)
 	}
 }
 
