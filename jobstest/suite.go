@@ -12,7 +12,9 @@
 // Every case drives the store through the public jobs.Manager API, gets a
 // fresh empty store, and runs in parallel with the others. The store must
 // also implement jobs.Lister, which the suite uses to check that rejected
-// calls wrote nothing.
+// calls wrote nothing. The optional capabilities (jobs.TxStore,
+// jobs.VerificationStore, jobs.PurgeStore, jobs.ReconcileStore) are proved
+// when the store has them, and their cases skip otherwise.
 package jobstest
 
 import (
@@ -57,6 +59,10 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"OneAttemptInDoubt", testOneInDoubt},
 		{"SubmitTx", testSubmitTx},
 		{"Reads", testReads},
+		// Optional capabilities: each case skips when the store lacks it.
+		{"VerificationStore", testVerificationStore},
+		{"PurgeStore", testPurgeStore},
+		{"ReconcileStore", testReconcileStore},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

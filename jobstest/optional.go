@@ -1,0 +1,186 @@
+package jobstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/intentjobs/jobs"
+)
+
+// The optional capabilities a store may implement, each proved by a case
+// that skips when the store lacks it.
+
+var summaryContract = func(version string) map[string]jobs.Contract {
+	return map[string]jobs.Contract{"summarize": {Version: version, Validate: func(r json.RawMessage) error {
+		var v struct {
+			Summary string `json:"summary"`
+		}
+		if err := json.Unmarshal(r, &v); err != nil || v.Summary == "" {
+			return errors.New("no summary")
+		}
+		return nil
+	}}}
+}
+
+func testVerificationStore(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore, func(o *jobs.Options) { o.Contracts = summaryContract("v1") })
+	if _, ok := e.store.(jobs.VerificationStore); !ok {
+		t.Skipf("%T does not implement jobs.VerificationStore", e.store)
+	}
+	good := func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{"summary":"ok"}`), nil }
+	bad := func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{"text":"ok"}`), nil }
+	newJob := func(m *jobs.Manager) jobs.Job {
+		j, _, err := m.Submit(e.ctx, jobs.SubmitRequest{Owner: "o", Key: "k-" + randomHex(4), Kind: "summarize",
+			Provider: "primary", Params: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return j
+	}
+	failover := func(m *jobs.Manager) error {
+		_, err := m.StartAttempt(e.ctx, newJob(m).ID, "fallback")
+		return err
+	}
+
+	if err := failover(e.m); !errors.Is(err, jobs.ErrProviderUnverified) {
+		t.Fatalf("failover to a never-verified provider = %v, want ErrProviderUnverified", err)
+	}
+	if _, err := e.m.StartAttempt(e.ctx, newJob(e.m).ID, "primary"); err != nil {
+		t.Fatalf("the job's own provider needs no verification: %v", err)
+	}
+	v, err := e.m.VerifyProvider(e.ctx, "fallback", "summarize", good, jobs.ValidFor(time.Hour))
+	if err != nil || !v.Passed || v.ContractVersion != "v1" {
+		t.Fatalf("VerifyProvider = %+v, %v; want a pass at v1", v, err)
+	}
+	if err := failover(e.m); err != nil {
+		t.Fatalf("failover after a passing verification = %v", err)
+	}
+
+	e.clock.Advance(2 * time.Hour)
+	if err := failover(e.m); !errors.Is(err, jobs.ErrProviderUnverified) {
+		t.Fatalf("failover after the verification expired = %v, want ErrProviderUnverified", err)
+	}
+	if _, err := e.m.VerifyProvider(e.ctx, "fallback", "summarize", good); err != nil {
+		t.Fatal(err)
+	}
+	v2 := jobs.New(e.store, jobs.Options{Now: e.clock.Now, Logger: discardLogger(), Contracts: summaryContract("v2")})
+	if err := failover(v2); !errors.Is(err, jobs.ErrProviderUnverified) {
+		t.Fatalf("failover under a new contract version = %v, want ErrProviderUnverified", err)
+	}
+	e.clock.Advance(time.Second)
+	if v, err := e.m.VerifyProvider(e.ctx, "fallback", "summarize", bad); err != nil || v.Passed {
+		t.Fatalf("VerifyProvider with off-contract output = %+v, %v; want a recorded failure", v, err)
+	}
+	if err := failover(e.m); !errors.Is(err, jobs.ErrProviderUnverified) {
+		t.Fatalf("failover after a failed verification = %v, want ErrProviderUnverified (the latest decides)", err)
+	}
+	list, err := e.m.Verifications(e.ctx, jobs.VerificationFilter{Provider: "fallback", Kind: "summarize"})
+	if err != nil || len(list) != 3 {
+		t.Fatalf("Verifications = %d, %v; want 3", len(list), err)
+	}
+	if list[0].Passed || !list[1].Passed {
+		t.Errorf("Verifications not newest first: %+v", list)
+	}
+}
+
+func testPurgeStore(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	if _, ok := e.store.(jobs.PurgeStore); !ok {
+		t.Skipf("%T does not implement jobs.PurgeStore", e.store)
+	}
+	closedOld := e.newJob()
+	a := e.start(closedOld.ID, "")
+	if _, err := e.m.Complete(e.ctx, a.ID, json.RawMessage(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	cancelledOld := e.newJob()
+	inFlight := e.running(cancelledOld.ID) // an attempt still open keeps its job
+	if _, err := e.m.CancelJob(e.ctx, cancelledOld.ID, "stop"); err != nil {
+		t.Fatal(err)
+	}
+	openOld := e.newJob()
+	e.clock.Advance(3 * time.Hour)
+	closedRecent := e.newJob()
+	if _, err := e.m.FailJob(e.ctx, closedRecent.ID, "gave up"); err != nil {
+		t.Fatal(err)
+	}
+
+	dry, err := e.m.Purge(e.ctx, jobs.PurgeOptions{Retention: time.Hour, DryRun: true})
+	if err != nil || dry.Jobs != 1 || dry.Attempts != 1 {
+		t.Fatalf("dry run = %+v, %v; want 1 job and 1 attempt", dry, err)
+	}
+	if got := e.countJobs(); got != 4 {
+		t.Fatalf("a dry run deleted: %d jobs left, want 4", got)
+	}
+	res, err := e.m.Purge(e.ctx, jobs.PurgeOptions{Retention: time.Hour})
+	if err != nil || res.Jobs != 1 || res.Attempts != 1 {
+		t.Fatalf("Purge = %+v, %v; want 1 job and its attempt", res, err)
+	}
+	if _, err := e.m.Get(e.ctx, closedOld.ID); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("the old closed job is still there: %v", err)
+	}
+	for _, keep := range []jobs.Job{cancelledOld, openOld, closedRecent} {
+		if _, err := e.m.Get(e.ctx, keep.ID); err != nil {
+			t.Errorf("job %s (%s) was purged: %v", keep.ID, keep.Key, err)
+		}
+	}
+	if got := e.attempt(inFlight.ID); got.State != jobs.AttemptRunning {
+		t.Errorf("the open attempt of a cancelled job is %s", got.State)
+	}
+	again, created, err := e.m.Submit(e.ctx, req(closedOld.Owner, closedOld.Key))
+	if err != nil || !created || again.ID == closedOld.ID {
+		t.Fatalf("resubmitting a purged key = %s, created=%v, %v; want a new job", again.ID, created, err)
+	}
+	e.checkInvariants()
+}
+
+func testReconcileStore(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	rs, ok := e.store.(jobs.ReconcileStore)
+	if !ok {
+		t.Skipf("%T does not implement jobs.ReconcileStore", e.store)
+	}
+	unknown := e.running(e.newJob().ID)
+	if _, err := e.m.MarkUnknown(e.ctx, unknown.ID, "timeout"); err != nil {
+		t.Fatal(err)
+	}
+	starting := e.start(e.newJob().ID, "")
+	done := e.start(e.newJob().ID, "")
+	e.m.Fail(e.ctx, done.ID, "declined")
+	e.clock.Advance(time.Minute)
+	fresh := e.start(e.newJob().ID, "")
+
+	stale, err := rs.StaleAttempts(e.ctx, jobs.StaleQuery{UnknownBefore: e.clock.Now(), OpenBefore: fresh.CreatedAt, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]jobs.Attempt{}
+	for _, a := range stale {
+		got[a.ID] = a
+	}
+	if len(got) != 2 || got[unknown.ID].ID == "" || got[starting.ID].ID == "" {
+		t.Fatalf("StaleAttempts = %v; want the unknown and the old starting attempt only", stale)
+	}
+	target := got[unknown.ID]
+	wins := 0
+	errs := make([]error, 8)
+	claimed := make([]bool, 8)
+	release(8, func(i int) {
+		claimed[i], errs[i] = rs.ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: target.ID, State: target.State,
+			UpdatedAt: target.UpdatedAt, At: e.clock.Now()})
+	})
+	for i := range claimed {
+		if errs[i] != nil {
+			t.Fatalf("ClaimAttempt: %v", errs[i])
+		}
+		if claimed[i] {
+			wins++
+		}
+	}
+	if wins != 1 {
+		t.Errorf("%d of 8 racing claims won, want exactly 1", wins)
+	}
+}
