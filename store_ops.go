@@ -14,27 +14,15 @@ type AppliedMigration struct {
 // AppliedMigrations lists the migrations recorded in the store's database,
 // oldest first; none if the database has no version table yet.
 func (s *SQLStore) AppliedMigrations(ctx context.Context) ([]AppliedMigration, error) {
-	rows, err := s.rdb.QueryContext(ctx, `SELECT version, name, applied_at FROM jobs_schema_migrations ORDER BY version`)
-	if err != nil {
-		err = s.d.interpret("schema version", err)
-		if se, ok := err.(*StorageError); ok && se.Kind == StorageSchema {
-			return nil, nil
-		}
-		return nil, err
-	}
-	defer rows.Close()
-	var out []AppliedMigration
-	for rows.Next() {
+	out, err := queryAll(ctx, s, s.rdb, "schema version", func(sc scanner) (AppliedMigration, error) {
 		var m AppliedMigration
-		if err := rows.Scan(&m.Version, &m.Name, &m.AppliedAt); err != nil {
-			return nil, s.d.interpret("schema version", err)
-		}
-		out = append(out, m)
+		err := sc.Scan(&m.Version, &m.Name, &m.AppliedAt)
+		return m, err
+	}, `SELECT version, name, applied_at FROM jobs_schema_migrations ORDER BY version`)
+	if se, ok := err.(*StorageError); ok && se.Kind == StorageSchema {
+		return nil, nil // no version table yet
 	}
-	if err := rows.Err(); err != nil {
-		return nil, s.d.interpret("schema version", err)
-	}
-	return out, nil
+	return out, err
 }
 
 // InspectOnly opens a store without applying or checking the schema, for

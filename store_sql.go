@@ -466,19 +466,25 @@ func (s *SQLStore) whyNoAttempt(ctx context.Context, na NewAttempt) error {
 	if j.State.Terminal() {
 		return &JobClosedError{JobID: j.ID, State: j.State}
 	}
-	var id string
-	var state AttemptState
-	err = s.db.QueryRowContext(ctx, s.d.rebind(qBlocker), na.JobID).Scan(&id, &state)
+	b, err := s.blocker(ctx, "start attempt", na.JobID)
+	if err != nil || b == nil || (b.State == AttemptRunning && na.Hedge) {
+		return err
+	}
+	return b
+}
+
+// blocker returns the job's open attempt that blocks a new attempt or a
+// FailJob (one in doubt first, then a running one), or nil if none is open.
+func (s *SQLStore) blocker(ctx context.Context, op, jobID string) (*AttemptInFlightError, error) {
+	b := &AttemptInFlightError{JobID: jobID}
+	err := s.db.QueryRowContext(ctx, s.d.rebind(qBlocker), jobID).Scan(&b.AttemptID, &b.State)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return s.d.interpret("start attempt", err)
+		return nil, s.d.interpret(op, err)
 	}
-	if state == AttemptRunning && na.Hedge {
-		return nil
-	}
-	return &AttemptInFlightError{JobID: na.JobID, AttemptID: id, State: state}
+	return b, nil
 }
 
 // UpdateAttempt implements Store.
@@ -625,14 +631,12 @@ func (s *SQLStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
 			return Job{}, &JobClosedError{JobID: cur.ID, State: cur.State}
 		}
 		if requireIdle {
-			var id string
-			var state AttemptState
-			err := s.db.QueryRowContext(ctx, s.d.rebind(qBlocker), c.ID).Scan(&id, &state)
-			if err == nil {
-				return Job{}, &AttemptInFlightError{JobID: c.ID, AttemptID: id, State: state}
+			b, err := s.blocker(ctx, "close job", c.ID)
+			if err != nil {
+				return Job{}, err
 			}
-			if !errors.Is(err, sql.ErrNoRows) {
-				return Job{}, s.d.interpret("close job", err)
+			if b != nil {
+				return Job{}, b
 			}
 		}
 	}

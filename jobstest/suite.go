@@ -1004,8 +1004,7 @@ func testRetrySafety(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 			t.Errorf("repeated Complete wrote (-first +repeat):\n%s", diff)
 		}
 	}
-	// A cancelled caller context does not abandon a completion once it began
-	// (here: it was cancelled before, so nothing is written at all).
+	// A context cancelled before the call makes Complete write nothing.
 	j2 := e.newJob()
 	b := e.start(j2.ID, "")
 	ctx, cancel := context.WithCancel(e.ctx)
