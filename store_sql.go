@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -496,40 +497,60 @@ func (s *SQLStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt,
 			from[i] = string(u.From[i])
 		}
 	}
-	var a Attempt
-	err := s.withRetry(ctx, func() (err error) {
-		at := s.d.ts(u.At)
-		a, err = scanAttempt(s.db.QueryRowContext(ctx, s.d.rebind(qUpdateAttempt),
-			u.ID, string(u.To), u.ProviderRef, u.Reason, at, u.To.Terminal(), from[0], from[1], from[2]))
-		return err
-	})
-	if err == nil {
-		return a, nil
-	}
-	err = s.d.interpret("update attempt", err)
-	if errors.Is(err, errUniqueInDoubt) {
-		// Moving to unknown while another attempt of the job is in doubt
-		// (a hedge still starting): at most one may be.
+	for range maxRetries {
+		var a Attempt
+		err := s.withRetry(ctx, func() (err error) {
+			a, err = scanAttempt(s.db.QueryRowContext(ctx, s.d.rebind(qUpdateAttempt),
+				u.ID, string(u.To), u.ProviderRef, u.Reason, s.d.ts(u.At), u.To.Terminal(), from[0], from[1], from[2]))
+			return err
+		})
+		if err == nil {
+			return a, nil
+		}
+		err = s.d.interpret("update attempt", err)
+		inDoubt := errors.Is(err, errUniqueInDoubt)
+		if !inDoubt && !errors.Is(err, sql.ErrNoRows) {
+			return Attempt{}, err
+		}
+		// Refused: find out why, with a fresh look. Each look is a moment
+		// later than the refusal, and the attempt, or the one that blocked
+		// it, may have moved meanwhile.
 		cur, err := s.attemptByID(ctx, s.db, u.ID)
 		if err != nil {
 			return Attempt{}, err
 		}
-		var id string
-		var state AttemptState
-		err = s.db.QueryRowContext(ctx, s.d.rebind(qOtherInDoubt), cur.JobID, u.ID).Scan(&id, &state)
-		if err != nil {
-			return Attempt{}, s.d.interpret("update attempt", err)
+		if !slices.Contains(u.From, cur.State) {
+			return cur, &TransitionError{AttemptID: u.ID, From: cur.State, To: u.To}
 		}
-		return cur, &AttemptInFlightError{JobID: cur.JobID, AttemptID: id, State: state}
+		if inDoubt {
+			// Moving to unknown while another attempt of the job is in
+			// doubt (a hedge still starting): at most one may be.
+			b, err := s.otherInDoubt(ctx, cur)
+			if err != nil {
+				return Attempt{}, err
+			}
+			if b != nil {
+				return cur, b
+			}
+		}
+		// Whatever refused the update has moved on (the other attempt in
+		// doubt was acknowledged, failed or cancelled): try again.
 	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return Attempt{}, err
+	return Attempt{}, &StorageError{Op: "update attempt", Kind: StorageBusy, Message: "attempt kept changing under concurrent writes"}
+}
+
+// otherInDoubt returns another attempt of a's job that is starting or
+// unknown, or nil if there is none.
+func (s *SQLStore) otherInDoubt(ctx context.Context, a Attempt) (*AttemptInFlightError, error) {
+	b := &AttemptInFlightError{JobID: a.JobID}
+	err := s.db.QueryRowContext(ctx, s.d.rebind(qOtherInDoubt), a.JobID, a.ID).Scan(&b.AttemptID, &b.State)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
 	}
-	cur, err := s.attemptByID(ctx, s.db, u.ID)
 	if err != nil {
-		return Attempt{}, err
+		return nil, s.d.interpret("update attempt", err)
 	}
-	return cur, &TransitionError{AttemptID: u.ID, From: cur.State, To: u.To}
+	return b, nil
 }
 
 // CompleteAttempt implements Store.

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"JobTransitions", testJobTransitions},
 		{"RetrySafety", testRetrySafety},
 		{"OneAttemptInDoubt", testOneInDoubt},
+		{"MarkUnknownRacesHedge", testMarkUnknownRacesHedge},
 		{"SubmitTx", testSubmitTx},
 		{"Reads", testReads},
 		// Optional capabilities: each case skips when the store lacks it.
@@ -1036,6 +1037,62 @@ func testOneInDoubt(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	}
 	if _, err := e.m.MarkUnknown(e.ctx, a.ID, "timeout"); err != nil {
 		t.Fatalf("MarkUnknown once the hedge runs = %v", err)
+	}
+	e.checkInvariants()
+}
+
+// testMarkUnknownRacesHedge releases, on many jobs, callers of MarkUnknown
+// on a running attempt together with the one call that moves its hedge out
+// of starting. A MarkUnknown refused because the hedge was in doubt may find
+// it gone a moment later: it must then try again (or name the hedge while it
+// is still in doubt), and never answer with anything but this package's
+// errors.
+func testMarkUnknownRacesHedge(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	for _, tc := range []struct {
+		name   string
+		settle func(e *env, hedge jobs.Attempt) error
+	}{
+		{"hedge acknowledged", func(e *env, h jobs.Attempt) error { _, err := e.m.MarkRunning(e.ctx, h.ID, "ref-h"); return err }},
+		{"hedge failed", func(e *env, h jobs.Attempt) error { _, err := e.m.Fail(e.ctx, h.ID, "declined"); return err }},
+		{"hedge cancelled", func(e *env, h jobs.Attempt) error { _, err := e.m.Cancel(e.ctx, h.ID, "stopped"); return err }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := e.with(t)
+			const rounds, callers = 24, 8
+			for range rounds {
+				j := e.newJob()
+				a := e.running(j.ID)
+				h := e.start(j.ID, "", jobs.Hedge())
+				errs := make([]error, callers+1)
+				release(callers+1, func(i int) {
+					if i == callers {
+						errs[i] = tc.settle(e, h)
+						return
+					}
+					_, errs[i] = e.m.MarkUnknown(e.ctx, a.ID, "no answer")
+				})
+				if errs[callers] != nil {
+					t.Fatalf("settling the hedge: %v", errs[callers])
+				}
+				for _, err := range errs[:callers] {
+					var inflight *jobs.AttemptInFlightError
+					switch {
+					case err == nil:
+					case errors.As(err, &inflight):
+						if inflight.AttemptID != h.ID || inflight.State != jobs.AttemptStarting {
+							t.Errorf("MarkUnknown refused naming %s (%s), want the starting hedge %s", inflight.AttemptID, inflight.State, h.ID)
+						}
+					default:
+						t.Errorf("MarkUnknown racing the hedge = %v (%T), want nil or ErrAttemptInFlight", err, err)
+					}
+				}
+				// The hedge has moved on: nothing blocks the move any more.
+				if got, err := e.m.MarkUnknown(e.ctx, a.ID, "no answer"); err != nil || got.State != jobs.AttemptUnknown {
+					t.Fatalf("MarkUnknown once the hedge settled = %s, %v", got.State, err)
+				}
+			}
+		})
 	}
 	e.checkInvariants()
 }
