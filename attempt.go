@@ -68,7 +68,7 @@ type Attempt struct {
 	State       AttemptState `json:"state"`
 	BaseVersion int64        `json:"base_version"` // the job version read when the attempt started
 	Hedge       bool         `json:"hedge"`        // started while another attempt was running
-	ProviderRef string       `json:"provider_ref"` // the provider's reference, recorded at running
+	ProviderRef string       `json:"provider_ref"` // the provider's reference, recorded by MarkRunning; never changes once set
 	Reason      string       `json:"reason"`       // why it became unknown, failed, lost or cancelled
 
 	CreatedAt  time.Time `json:"created_at"`
@@ -147,9 +147,19 @@ func (m *Manager) StartAttempt(ctx context.Context, jobID, provider string, opts
 }
 
 // MarkRunning records that the provider acknowledged the attempt, with its
-// reference for the request (used later to ask what became of it). Only a
-// starting attempt can become running; repeating the call with the same
-// reference is not an error.
+// reference for the request (what a Reconciler asks the provider about).
+//
+// A starting attempt becomes running. An unknown attempt stays unknown (it
+// is still in doubt, and blocks new attempts until a terminal state is
+// recorded) and learns its reference, so that an acknowledgement that
+// arrives after the timeout is not lost and a reconciler can look the
+// request up by it; that emits EventReferenceRecorded instead of
+// EventAttemptRunning.
+//
+// A recorded reference never changes. Repeating the call with the same
+// reference is not an error and writes nothing; another reference than the
+// one recorded is refused with a *TransitionError whose Detail says so, and
+// writes nothing.
 //
 // Errors: ErrInvalidInput, ErrNotFound, ErrInvalidTransition, ErrStorage.
 func (m *Manager) MarkRunning(ctx context.Context, attemptID, providerRef string) (Attempt, error) {
@@ -159,7 +169,18 @@ func (m *Manager) MarkRunning(ctx context.Context, attemptID, providerRef string
 	if err := checkText("ProviderRef", providerRef); err != nil {
 		return Attempt{}, err
 	}
-	return m.transition(ctx, attemptID, AttemptRunning, providerRef, "", EventAttemptRunning)
+	a, err := m.transition(ctx, attemptID, attemptSources[AttemptRunning], AttemptRunning, providerRef, "", EventAttemptRunning)
+	var te *TransitionError
+	if !errors.As(err, &te) || te.From != AttemptUnknown {
+		return a, err
+	}
+	// The acknowledgement came after the attempt was marked unknown: record
+	// the reference only, on an attempt that has none yet.
+	a, err = m.transition(ctx, attemptID, []AttemptState{AttemptUnknown}, AttemptUnknown, providerRef, "", EventReferenceRecorded)
+	if errors.As(err, &te) {
+		te.To = AttemptRunning // what the caller asked for
+	}
+	return a, err
 }
 
 // MarkUnknown records that the attempt timed out, or that its outcome is
@@ -175,7 +196,7 @@ func (m *Manager) MarkRunning(ctx context.Context, attemptID, providerRef string
 // Errors: ErrInvalidInput, ErrNotFound, ErrInvalidTransition,
 // ErrAttemptInFlight, ErrStorage.
 func (m *Manager) MarkUnknown(ctx context.Context, attemptID, reason string) (Attempt, error) {
-	return m.transition(ctx, attemptID, AttemptUnknown, "", reason, EventAttemptUnknown)
+	return m.transition(ctx, attemptID, attemptSources[AttemptUnknown], AttemptUnknown, "", reason, EventAttemptUnknown)
 }
 
 // Fail records that the provider definitively refused or failed the attempt.
@@ -183,7 +204,7 @@ func (m *Manager) MarkUnknown(ctx context.Context, attemptID, reason string) (At
 //
 // Errors: ErrInvalidInput, ErrNotFound, ErrInvalidTransition, ErrStorage.
 func (m *Manager) Fail(ctx context.Context, attemptID, reason string) (Attempt, error) {
-	return m.transition(ctx, attemptID, AttemptFailed, "", reason, EventAttemptFailed)
+	return m.transition(ctx, attemptID, attemptSources[AttemptFailed], AttemptFailed, "", reason, EventAttemptFailed)
 }
 
 // Cancel stops the attempt out of band, for example when it is known never to
@@ -191,10 +212,12 @@ func (m *Manager) Fail(ctx context.Context, attemptID, reason string) (Attempt, 
 //
 // Errors: ErrInvalidInput, ErrNotFound, ErrInvalidTransition, ErrStorage.
 func (m *Manager) Cancel(ctx context.Context, attemptID, reason string) (Attempt, error) {
-	return m.transition(ctx, attemptID, AttemptCancelled, "", reason, EventAttemptCancelled)
+	return m.transition(ctx, attemptID, attemptSources[AttemptCancelled], AttemptCancelled, "", reason, EventAttemptCancelled)
 }
 
-func (m *Manager) transition(ctx context.Context, attemptID string, to AttemptState, ref, reason string, typ EventType) (Attempt, error) {
+// transition moves the attempt from one of the states from to the state
+// to, recording ref and reason when not empty, and emits typ.
+func (m *Manager) transition(ctx context.Context, attemptID string, from []AttemptState, to AttemptState, ref, reason string, typ EventType) (Attempt, error) {
 	if err := m.checkID(ctx, "attempt ID", attemptID); err != nil {
 		return Attempt{}, err
 	}
@@ -206,7 +229,7 @@ func (m *Manager) transition(ctx context.Context, attemptID string, to AttemptSt
 	defer cancel()
 	a, err := m.store.UpdateAttempt(wctx, AttemptUpdate{
 		ID:          attemptID,
-		From:        attemptSources[to],
+		From:        from,
 		To:          to,
 		ProviderRef: ref,
 		Reason:      reason,
@@ -218,8 +241,8 @@ func (m *Manager) transition(ctx context.Context, attemptID string, to AttemptSt
 	}
 	if err != nil {
 		var te *TransitionError
-		if errors.As(err, &te) && to == AttemptRunning && a.State == AttemptRunning {
-			te.Detail = "already running with another provider reference"
+		if errors.As(err, &te) && ref != "" && a.State == to && a.ProviderRef != "" {
+			te.Detail = "another provider reference is already recorded"
 		}
 		return Attempt{}, err
 	}

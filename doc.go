@@ -57,6 +57,13 @@
 // is [ErrInvalidTransition] and writes nothing. Repeating a move that already
 // happened (after a timeout on the caller's side, say) is not an error.
 //
+// An unknown attempt may still learn its reference: an acknowledgement that
+// arrives after the timeout (MarkRunning on an unknown attempt) records the
+// reference and leaves the attempt unknown, still in doubt, now with
+// something a reconciler can look up ([EventReferenceRecorded]). A recorded
+// reference never changes: the same one again is not an error, another one
+// is ErrInvalidTransition and writes nothing.
+//
 // No new attempt starts while another attempt of the job is starting or
 // unknown ([ErrAttemptInFlight] names it), nor while one is running unless
 // hedging is asked for with [Hedge] or [Options.Hedging]. Hedging never
@@ -223,7 +230,7 @@
 //
 // Options.Observer receives an [Event] for every meaningful change: jobs
 // created, replayed or in key conflict; attempts started, refused, running,
-// unknown, succeeded, failed or cancelled; races lost (with loser and
+// unknown, succeeded, failed or cancelled; references learned late; races lost (with loser and
 // winner); contract violations, verifications, reconciliations and purges.
 // Each event carries the time spent in the store. It is called
 // synchronously after the change is stored. Without an observer, events

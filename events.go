@@ -18,6 +18,7 @@ const (
 	EventAttemptStarted    EventType = "attempt.started"
 	EventAttemptRefused    EventType = "attempt.refused"
 	EventAttemptRunning    EventType = "attempt.running"
+	EventReferenceRecorded EventType = "attempt.reference_recorded" // an unknown attempt learned its provider reference; it stays unknown
 	EventAttemptUnknown    EventType = "attempt.unknown"
 	EventAttemptSucceeded  EventType = "attempt.succeeded"
 	EventAttemptFailed     EventType = "attempt.failed"

@@ -55,12 +55,18 @@ type Store interface {
 
 	// UpdateAttempt moves the attempt u.ID to u.To if its state is one of
 	// u.From, recording u.ProviderRef and u.Reason when not empty, and
-	// FinishedAt when u.To is terminal. If the attempt is in another state it
-	// writes nothing and returns the attempt as stored together with a
-	// *TransitionError. Moving to unknown while another attempt of the job is
-	// starting or unknown writes nothing and returns an *AttemptInFlightError
-	// naming it: at most one attempt per job is in doubt at any time.
-	// ErrNotFound if there is no such attempt.
+	// FinishedAt when u.To is terminal. u.To may be one of u.From: an
+	// unknown attempt that learns its provider reference late stays unknown
+	// (From [unknown], To unknown, ProviderRef set).
+	//
+	// A recorded provider reference never changes: when u.ProviderRef is not
+	// empty, the attempt must have none yet. If the attempt is in another
+	// state, or already has a reference, it writes nothing and returns the
+	// attempt as stored together with a *TransitionError. Moving to unknown
+	// while another attempt of the job is starting or unknown writes nothing
+	// and returns an *AttemptInFlightError naming it: at most one attempt per
+	// job is in doubt at any time. ErrNotFound if there is no such attempt.
+	// All of it is one atomic step, also against concurrent callers.
 	UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error)
 
 	// CompleteAttempt offers c.Result for the attempt's job. If the attempt is

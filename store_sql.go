@@ -81,13 +81,15 @@ const (
 	qOtherInDoubt = `SELECT id, state FROM job_attempts
     WHERE job_id = $1 AND id <> $2 AND state IN ('starting', 'unknown') LIMIT 1`
 
+	// A provider reference ($3) is recorded only on an attempt that has
+	// none: once recorded, it never changes.
 	qUpdateAttempt = `UPDATE job_attempts SET
         state        = $2,
         provider_ref = CASE WHEN $3 = '' THEN provider_ref ELSE $3 END,
         reason       = CASE WHEN $4 = '' THEN reason ELSE $4 END,
         updated_at   = $5,
         finished_at  = CASE WHEN $6 THEN $5 ELSE finished_at END
-    WHERE id = $1 AND state IN ($7, $8, $9)
+    WHERE id = $1 AND state IN ($7, $8, $9) AND ($3 = '' OR provider_ref = '')
     RETURNING ` + attemptCols
 
 	// closeJob fails or cancels an open job. With $5 (fail) it also requires
@@ -519,7 +521,7 @@ func (s *SQLStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt,
 		if err != nil {
 			return Attempt{}, err
 		}
-		if !slices.Contains(u.From, cur.State) {
+		if !slices.Contains(u.From, cur.State) || (u.ProviderRef != "" && cur.ProviderRef != "") {
 			return cur, &TransitionError{AttemptID: u.ID, From: cur.State, To: u.To}
 		}
 		if inDoubt {

@@ -169,8 +169,9 @@ func (snap *Snapshot) Check() []Violation {
 
 // CheckTransitions compares two snapshots of the same store, before and
 // after, and reports terminal jobs and attempts whose state or outcome
-// changed, and jobs or attempts that disappeared without being terminal.
-// (Terminal jobs may disappear: retention purges them.)
+// changed, provider references that changed once recorded, and jobs or
+// attempts that disappeared without being terminal. (Terminal jobs may
+// disappear: retention purges them.)
 func CheckTransitions(before, after *Snapshot) []Violation {
 	var out []Violation
 	later := map[string]jobs.Job{}
@@ -205,6 +206,9 @@ func CheckTransitions(before, after *Snapshot) []Violation {
 				out = append(out, Violation{"terminal-is-final", j.ID, fmt.Sprintf("attempt %s changed from %s to %s", a.ID, a.State, na.State)})
 			case !a.State.Terminal() && na.State != a.State && !a.State.CanMoveTo(na.State) && !(a.State == jobs.AttemptStarting && na.State.Terminal()):
 				out = append(out, Violation{"legal-transition", j.ID, fmt.Sprintf("attempt %s moved from %s to %s", a.ID, a.State, na.State)})
+			}
+			if ok && a.ProviderRef != "" && na.ProviderRef != a.ProviderRef {
+				out = append(out, Violation{"reference-is-final", j.ID, fmt.Sprintf("attempt %s's provider reference changed from %q to %q", a.ID, a.ProviderRef, na.ProviderRef)})
 			}
 		}
 	}

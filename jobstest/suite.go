@@ -58,6 +58,8 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"RetrySafety", testRetrySafety},
 		{"OneAttemptInDoubt", testOneInDoubt},
 		{"MarkUnknownRacesHedge", testMarkUnknownRacesHedge},
+		{"UnknownAttemptLearnsReference", testUnknownLearnsReference},
+		{"ReferenceRace", testReferenceRace},
 		{"SubmitTx", testSubmitTx},
 		{"Reads", testReads},
 		// Optional capabilities: each case skips when the store lacks it.
@@ -843,9 +845,12 @@ func testAttemptTransitions(t *testing.T, newStore func(t testing.TB) jobs.Store
 			// (already there: a repeat), or refuse.
 			legal := from.CanMoveTo(v.to) && !(v.name == "MarkRunning with another reference" && from == jobs.AttemptRunning)
 			repeat := from == v.to && v.name != "MarkRunning with another reference"
+			// An unknown attempt (without a reference here) learns one and
+			// stays unknown.
+			learns := from == jobs.AttemptUnknown && v.to == jobs.AttemptRunning
 			var want error
 			switch {
-			case legal, repeat:
+			case legal, repeat, learns:
 				want = nil
 			case from == jobs.AttemptLost && v.name == "Complete":
 				want = jobs.ErrLostRace // a repeated Complete by the loser gets the same answer
@@ -862,6 +867,16 @@ func testAttemptTransitions(t *testing.T, newStore func(t testing.TB) jobs.Store
 				}
 				after := e.attempt(a.ID)
 				afterJob := e.job(a.JobID)
+				if learns {
+					if after.State != jobs.AttemptUnknown || after.ProviderRef == "" || after.Reason != a.Reason {
+						t.Errorf("attempt is %s with reference %q and reason %q after %s, want unknown with it and %q",
+							after.State, after.ProviderRef, after.Reason, v.name, a.Reason)
+					}
+					if diff := cmp.Diff(beforeJob, afterJob); diff != "" {
+						t.Errorf("%s changed the job (-before +after):\n%s", v.name, diff)
+					}
+					return
+				}
 				if legal {
 					if after.State != v.to {
 						t.Errorf("attempt is %s after %s, want %s", after.State, v.name, v.to)
@@ -1091,6 +1106,169 @@ func testMarkUnknownRacesHedge(t *testing.T, newStore func(t testing.TB) jobs.St
 				if got, err := e.m.MarkUnknown(e.ctx, a.ID, "no answer"); err != nil || got.State != jobs.AttemptUnknown {
 					t.Fatalf("MarkUnknown once the hedge settled = %s, %v", got.State, err)
 				}
+			}
+		})
+	}
+	e.checkInvariants()
+}
+
+// events records a Manager's events.
+type events struct {
+	mu  sync.Mutex
+	all []jobs.Event
+}
+
+func (ev *events) Observe(_ context.Context, e jobs.Event) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	ev.all = append(ev.all, e)
+}
+
+// count returns how many events of type typ concern the attempt.
+func (ev *events) count(typ jobs.EventType, attemptID string) int {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	n := 0
+	for _, e := range ev.all {
+		if e.Type == typ && e.AttemptID == attemptID {
+			n++
+		}
+	}
+	return n
+}
+
+// testUnknownLearnsReference: an acknowledgement that arrives after the
+// attempt became unknown records the provider's reference, once; the
+// attempt stays unknown, and still blocks the job.
+func testUnknownLearnsReference(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	ev := &events{}
+	e := setup(t, newStore, func(o *jobs.Options) { o.Observer = ev })
+	unknown := func(e *env, ref string) jobs.Attempt {
+		e.t.Helper()
+		a := e.start(e.newJob().ID, "")
+		if ref != "" {
+			if _, err := e.m.MarkRunning(e.ctx, a.ID, ref); err != nil {
+				e.t.Fatalf("MarkRunning: %v", err)
+			}
+		}
+		if _, err := e.m.MarkUnknown(e.ctx, a.ID, "no answer after 30s"); err != nil {
+			e.t.Fatalf("MarkUnknown: %v", err)
+		}
+		return e.attempt(a.ID)
+	}
+	for _, tc := range []struct {
+		name    string
+		given   func(e *env) jobs.Attempt
+		ref     string
+		wantErr error
+		wantRef string
+		learns  bool // the reference is recorded by this call
+	}{
+		{"without a reference, learns it", func(e *env) jobs.Attempt { return unknown(e, "") }, "ref-late", nil, "ref-late", true},
+		{"the learned reference again", func(e *env) jobs.Attempt {
+			a := unknown(e, "")
+			if _, err := e.m.MarkRunning(e.ctx, a.ID, "ref-late"); err != nil {
+				e.t.Fatal(err)
+			}
+			return e.attempt(a.ID)
+		}, "ref-late", nil, "ref-late", false},
+		{"another than the learned reference", func(e *env) jobs.Attempt {
+			a := unknown(e, "")
+			if _, err := e.m.MarkRunning(e.ctx, a.ID, "ref-late"); err != nil {
+				e.t.Fatal(err)
+			}
+			return e.attempt(a.ID)
+		}, "ref-other", jobs.ErrInvalidTransition, "ref-late", false},
+		{"the reference recorded at running again", func(e *env) jobs.Attempt { return unknown(e, "ref-1") }, "ref-1", nil, "ref-1", false},
+		{"another than the reference recorded at running", func(e *env) jobs.Attempt { return unknown(e, "ref-1") }, "ref-2", jobs.ErrInvalidTransition, "ref-1", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := e.with(t)
+			a := tc.given(e)
+			beforeJob := e.job(a.JobID)
+			before := ev.count(jobs.EventReferenceRecorded, a.ID)
+			e.clock.Advance(time.Second)
+			got, err := e.m.MarkRunning(e.ctx, a.ID, tc.ref)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("MarkRunning(%q) on an unknown attempt = %v, want %v", tc.ref, err, tc.wantErr)
+			}
+			var te *jobs.TransitionError
+			if tc.wantErr != nil && (!errors.As(err, &te) || te.AttemptID != a.ID || te.From != jobs.AttemptUnknown || te.To != jobs.AttemptRunning || te.Detail == "") {
+				t.Errorf("error %#v does not say that another reference is recorded", err)
+			}
+			after := e.attempt(a.ID)
+			if after.State != jobs.AttemptUnknown || after.ProviderRef != tc.wantRef || after.Reason != a.Reason || !after.FinishedAt.IsZero() {
+				t.Errorf("attempt is %s, reference %q, reason %q, finished %v; want unknown, %q, %q, not finished",
+					after.State, after.ProviderRef, after.Reason, after.FinishedAt, tc.wantRef, a.Reason)
+			}
+			if tc.learns {
+				if !after.UpdatedAt.Equal(e.clock.Now()) {
+					t.Errorf("updated at %v, want %v", after.UpdatedAt, e.clock.Now())
+				}
+				if diff := cmp.Diff(after, got); diff != "" {
+					t.Errorf("returned attempt differs from stored (-stored +returned):\n%s", diff)
+				}
+			} else if diff := cmp.Diff(a, after); diff != "" {
+				t.Errorf("a repeated or refused MarkRunning changed the attempt (-before +after):\n%s", diff)
+			}
+			want := 0
+			if tc.learns {
+				want = 1
+			}
+			if n := ev.count(jobs.EventReferenceRecorded, a.ID) - before; n != want {
+				t.Errorf("%d %s events, want %d", n, jobs.EventReferenceRecorded, want)
+			}
+			if diff := cmp.Diff(beforeJob, e.job(a.JobID)); diff != "" {
+				t.Errorf("MarkRunning changed the job (-before +after):\n%s", diff)
+			}
+			// Still in doubt: no new attempt, not even a hedge.
+			var inflight *jobs.AttemptInFlightError
+			if _, err := e.m.StartAttempt(e.ctx, a.JobID, "", jobs.Hedge()); !errors.As(err, &inflight) || inflight.AttemptID != a.ID {
+				t.Errorf("StartAttempt past the unknown attempt = %v, want ErrAttemptInFlight naming it", err)
+			}
+		})
+	}
+	e.checkInvariants()
+}
+
+// testReferenceRace releases acknowledgements with different references
+// together, on a starting and on an unknown attempt: exactly one reference
+// is recorded, and every other call is refused.
+func testReferenceRace(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	for _, tc := range []struct {
+		from, to jobs.AttemptState
+	}{
+		{jobs.AttemptStarting, jobs.AttemptRunning},
+		{jobs.AttemptUnknown, jobs.AttemptUnknown},
+	} {
+		t.Run(string(tc.from), func(t *testing.T) {
+			e := e.with(t)
+			a := e.start(e.newJob().ID, "")
+			if tc.from == jobs.AttemptUnknown {
+				if _, err := e.m.MarkUnknown(e.ctx, a.ID, "timeout"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const n = 32
+			errs := make([]error, n)
+			release(n, func(i int) {
+				_, errs[i] = e.m.MarkRunning(e.ctx, a.ID, fmt.Sprintf("ref-%d", i))
+			})
+			winner := -1
+			for i, err := range errs {
+				switch {
+				case err == nil && winner < 0:
+					winner = i
+				case err == nil:
+					t.Errorf("references %d and %d were both accepted", winner, i)
+				case !errors.Is(err, jobs.ErrInvalidTransition):
+					t.Errorf("MarkRunning %d = %v, want nil or ErrInvalidTransition", i, err)
+				}
+			}
+			after := e.attempt(a.ID)
+			if winner < 0 || after.State != tc.to || after.ProviderRef != fmt.Sprintf("ref-%d", winner) {
+				t.Errorf("attempt is %s with reference %q; accepted call %d, want %s with its reference", after.State, after.ProviderRef, winner, tc.to)
 			}
 		})
 	}

@@ -225,6 +225,11 @@ func TestCheckTransitionsCatchesChanges(t *testing.T) {
 			as[0].State = jobs.AttemptStarting
 			s.Attempts[s.Jobs[i].ID] = as
 		}},
+		{"provider reference replaced", "reference-is-final", func(t *testing.T, s *jobstest.Snapshot) {
+			i, as := find(t, s, "running")
+			as[0].ProviderRef = "another"
+			s.Attempts[s.Jobs[i].ID] = as
+		}},
 		{"version went back", "version-grows", func(t *testing.T, s *jobstest.Snapshot) {
 			i, _ := find(t, s, "running")
 			s.Jobs[i].Version = 0

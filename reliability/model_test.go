@@ -165,6 +165,11 @@ func (s *machine) MarkRunning(t *rapid.T) {
 		ma.state, ma.ref = jobs.AttemptRunning, ref
 	case ma.state == jobs.AttemptRunning && ma.ref == ref:
 		wantErr(t, "mark running (repeat)", err, nil)
+	case ma.state == jobs.AttemptUnknown && (ma.ref == "" || ma.ref == ref):
+		// A late acknowledgement: the reference is recorded, once; the
+		// attempt stays in doubt.
+		wantErr(t, "mark running (unknown)", err, nil)
+		ma.ref = ref
 	default:
 		wantErr(t, "mark running", err, jobs.ErrInvalidTransition)
 	}
