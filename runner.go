@@ -21,22 +21,41 @@ const DefaultAttemptTimeout = time.Minute
 var ErrNoProviderLeft = errors.New("jobs: no eligible provider left")
 
 // Runner executes jobs end to end over a set of providers: the job's target
-// provider first; after a silence of HedgeAfter, a hedge on the next
-// verified fallback; on a definitive failure or a contract violation, the
-// next eligible provider. The first result that passes the kind's contract
-// and wins the compare-and-swap is the job's result; later results are
-// dropped by Complete and logged.
+// provider first, then its Fallbacks in order. The first result that passes
+// the kind's contract and wins the compare-and-swap is the job's result;
+// later results are dropped by Complete and logged.
 //
-// An attempt that produces no result within AttemptTimeout, or whose
-// provider fails in a way that leaves the outcome in doubt, becomes unknown,
-// never failed, and the Runner starts no further attempt for the job: a
-// Reconciler resolves it by asking the provider.
+// Failing over means that another provider may carry out the intent again,
+// so the Runner does it only where that is safe:
+//
+//	what happened to the attempt        the Runner
+//	Definitive error                    fails it and starts the next provider:
+//	  (the provider did nothing)          safe
+//	contract violation,                 fails it and starts the next provider:
+//	  unusable result                     the provider did the work, and failing
+//	                                      over repeats its side effects; safe only
+//	                                      for kinds without any, such as model calls
+//	timeout (acknowledged or not),      never fails over: the attempt becomes
+//	  any other error, the caller         unknown and nothing starts until a
+//	  cancelled                           Reconciler resolves it
+//	silence of HedgeAfter               starts a hedge on the next verified
+//	                                      fallback: opt-in, and only past a
+//	                                      running (acknowledged) attempt
+//
+// It moves on only past a failure it recorded itself. If the attempt was
+// resolved meanwhile by someone else (a Reconciler, an operator's Cancel),
+// if another attempt completed the job, or if the store refuses a new
+// attempt for any reason but an unverified provider, it starts nothing
+// more.
 //
 // The Runner records every step through its Manager and never holds a
-// database transaction across a provider call. It only starts an attempt
-// the store accepts: one at a time, plus at most one hedge past a running
-// (acknowledged) attempt, and on fallbacks only once CheckFailover passes.
-// A Runner is safe for concurrent use once its fields are set.
+// database transaction across a provider call. Every record of an outcome
+// (acknowledgement, result, failure, doubt, cancellation) is written on a
+// context detached from the caller's, bounded by Options.WriteTimeout, so
+// that what a provider said as the caller gave up is not lost. It only
+// starts an attempt the store accepts: one at a time, plus at most one
+// hedge past a running attempt, and on fallbacks only once CheckFailover
+// passes. A Runner is safe for concurrent use once its fields are set.
 type Runner struct {
 	Manager *Manager
 
@@ -56,10 +75,16 @@ type Runner struct {
 	// Defaults to DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
 
-	// AbandonLosers cancels the provider calls still in flight once an
-	// attempt has won, and records those attempts as cancelled. By default
-	// the Runner waits for them (up to their deadline) so that their late
-	// results are recorded as lost.
+	// AbandonLosers cancels the provider calls still in flight once the job
+	// is done, completed by an attempt or closed by someone else (CancelJob),
+	// records those attempts as cancelled ("abandoned: …"), and returns at
+	// once. By default the Runner waits for them (up to their deadline) and
+	// records what each produced: a late result is dropped by Complete and
+	// its attempt recorded as lost, or as cancelled ("result dropped: job
+	// cancelled") on a closed job; a call that runs out of time leaves its
+	// attempt unknown, for a Reconciler. Waiting records the truth;
+	// abandoning returns sooner, but records as cancelled attempts whose
+	// provider may have done the work.
 	AbandonLosers bool
 
 	// Clock drives silences and deadlines. Defaults to SystemClock.
@@ -72,10 +97,13 @@ type Runner struct {
 // Run executes the job with the given ID and returns it once it has a
 // result, or once nothing more can be done.
 //
-// Errors: nil with the succeeded job; ErrAttemptInFlight (an
-// *AttemptInFlightError naming an open attempt: another worker's, or one
-// this Run or an earlier one left unknown, which a Reconciler resolves);
-// ErrJobClosed (the job was failed or cancelled); ErrNoProviderLeft;
+// Errors: nil with the succeeded job (also when another attempt completed
+// it); ErrAttemptInFlight (an *AttemptInFlightError naming an open attempt:
+// another worker's, or one this Run or an earlier one left unknown, which a
+// Reconciler resolves); ErrJobClosed (the job was failed or cancelled);
+// ErrInvalidTransition (wrapping a *TransitionError: an attempt was resolved
+// by someone else while its provider call ran, so what the call produced
+// could not be recorded, and nothing more was started); ErrNoProviderLeft;
 // ctx.Err() when ctx ended (the in-flight provider calls were cancelled and
 // their attempts marked unknown); ErrNotFound, ErrInvalidInput, ErrStorage.
 func (r *Runner) Run(ctx context.Context, jobID string) (Job, error) {
@@ -154,9 +182,10 @@ type run struct {
 	hedgeFired bool
 
 	stopStarting bool  // an attempt is in doubt, or the store refused one
-	won          bool  // winner holds the job
-	winner       Job   //
+	won          bool  // the job has a winner (an attempt of this run or another's)
+	winner       Job   // the job as completed
 	closed       error // the job was closed by someone else
+	unrecorded   error // what a call produced could not be recorded: someone else resolved its attempt
 	doubt        error // *AttemptInFlightError for the attempt in doubt
 	doubtState   AttemptState
 	fatal        error // a storage error
@@ -173,7 +202,7 @@ type flight struct {
 	acked     bool
 	ref       string
 	timedOut  bool // the deadline passed; the call was cancelled
-	abandoned bool // cancelled because another attempt won
+	abandoned bool // cancelled by this run: the job was completed or closed (AbandonLosers)
 	acking    atomic.Bool
 }
 
@@ -189,6 +218,7 @@ type runMsg struct {
 	kind   msgKind
 	id     string
 	ref    string
+	state  AttemptState // msgAck: the attempt's state once the reference is recorded
 	result json.RawMessage
 	err    error
 }
@@ -200,7 +230,7 @@ func (ru *run) loop(ctx context.Context) (Job, error) {
 	done := ctx.Done()
 	for {
 		if ctx.Err() == nil {
-			ru.tryStart(ctx)
+			ru.tryStart(ctx, wctx)
 		}
 		if len(ru.inflight) == 0 {
 			break
@@ -239,6 +269,9 @@ func (ru *run) loop(ctx context.Context) (Job, error) {
 			return j, nil
 		}
 		return j, ru.closed
+	case ru.unrecorded != nil:
+		j, _ := ru.m.Get(wctx, ru.job.ID)
+		return j, ru.unrecorded
 	case ctx.Err() != nil:
 		return Job{}, ctx.Err()
 	case ru.fatal != nil:
@@ -260,8 +293,17 @@ func (ru *run) loop(ctx context.Context) (Job, error) {
 // tryStart starts the next attempt if the job needs one and the store would
 // accept it: nothing in flight, or a hedge once the silence has passed and
 // every attempt in flight was acknowledged (running).
-func (ru *run) tryStart(ctx context.Context) {
-	if ru.won || ru.closed != nil || ru.stopStarting || ru.fatal != nil {
+//
+// Nothing in flight means that every attempt so far ended in a way that
+// allows the next provider: its provider did nothing (a definitive error
+// this run recorded as failed) or its result was refused on its merits
+// (unusable, or against the contract, recorded as failed). Every other end
+// sets one of the fields checked first, and then nothing starts.
+//
+// The attempt starts on the caller's ctx: once the caller is gone, no new
+// work begins.
+func (ru *run) tryStart(ctx, wctx context.Context) {
+	if ru.won || ru.closed != nil || ru.unrecorded != nil || ru.stopStarting || ru.fatal != nil {
 		return
 	}
 	hedge := false
@@ -301,9 +343,11 @@ func (ru *run) tryStart(ctx context.Context) {
 		a, err := ru.m.StartAttempt(ctx, ru.job.ID, name, opts...)
 		switch {
 		case err == nil:
-			ru.launch(ctx, p, a, hedge)
+			ru.launch(ctx, wctx, p, a, hedge)
 			return
 		case errors.Is(err, ErrProviderUnverified):
+			// Refused before anything was written: this provider may not
+			// take the job, the next one may.
 			ru.failures = append(ru.failures, name+": not verified")
 			continue
 		case errors.Is(err, ErrAttemptInFlight):
@@ -314,7 +358,7 @@ func (ru *run) tryStart(ctx context.Context) {
 			}
 			return
 		case errors.Is(err, ErrJobClosed):
-			ru.closed = err
+			ru.closedMeanwhile(wctx, err)
 			return
 		default:
 			ru.fatal = err
@@ -323,7 +367,11 @@ func (ru *run) tryStart(ctx context.Context) {
 	}
 }
 
-func (ru *run) launch(ctx context.Context, p Provider, a Attempt, hedge bool) {
+// launch calls p for attempt a on a context that ends with the caller's
+// ctx or at the attempt's deadline. What the call reports is recorded on
+// wctx, which outlives both: an acknowledgement that comes as the caller
+// gives up still records the provider's reference.
+func (ru *run) launch(ctx, wctx context.Context, p Provider, a Attempt, hedge bool) {
 	cctx, cancel := context.WithCancel(ctx)
 	f := &flight{a: a, hedge: hedge, cancel: cancel, stopTimer: make(chan struct{})}
 	ru.inflight[a.ID] = f
@@ -355,8 +403,8 @@ func (ru *run) launch(ctx context.Context, p Provider, a Attempt, hedge bool) {
 		if !f.acking.CompareAndSwap(false, true) {
 			return nil // acknowledged already
 		}
-		_, err := m.MarkRunning(cctx, a.ID, ref)
-		msgs <- runMsg{kind: msgAck, id: a.ID, ref: ref, err: err}
+		got, err := m.MarkRunning(wctx, a.ID, ref)
+		msgs <- runMsg{kind: msgAck, id: a.ID, ref: ref, state: got.State, err: err}
 		return err
 	}
 	go func() {
@@ -377,7 +425,9 @@ func (ru *run) handle(wctx, ctx context.Context, msg runMsg) {
 				"attempt_id", msg.id, "provider_ref", msg.ref, "error", msg.err)
 			return
 		}
-		f.acked, f.ref = true, msg.ref
+		// Only a running attempt may be hedged; one that became unknown
+		// first has learned its reference and stays in doubt.
+		f.acked, f.ref = msg.state == AttemptRunning, msg.ref
 	case msgDeadline:
 		if f.timedOut || f.abandoned {
 			return
@@ -396,63 +446,136 @@ func (ru *run) handle(wctx, ctx context.Context, msg runMsg) {
 
 // finish records what a returned provider call produced.
 func (ru *run) finish(wctx, ctx context.Context, f *flight, result json.RawMessage, callErr error) {
-	id := f.a.ID
-	if callErr == nil {
-		if err := ru.m.checkResult(result); err != nil {
-			// An empty body or something that is not JSON: the provider
-			// answered, but not with anything usable.
-			var in *InputError
-			errors.As(err, &in)
-			reason := "unusable result: " + in.Problem
-			if _, err := ru.m.Fail(wctx, id, reason); err != nil && !errors.Is(err, ErrInvalidTransition) {
-				ru.fatal = err
-			}
-			ru.logger.WarnContext(ctx, "jobs: unusable result", "job_id", ru.job.ID, "attempt_id", id, "provider", f.a.Provider, "reason", reason)
-			ru.failures = append(ru.failures, f.a.Provider+": "+reason)
-			return
+	switch {
+	case f.abandoned:
+		// Cancelled by this run once the job had a winner or was closed:
+		// recorded already, and whatever the call produced is dropped.
+		if callErr == nil {
+			ru.logger.InfoContext(ctx, "jobs: abandoned attempt returned a result; dropped", "job_id", ru.job.ID,
+				"attempt_id", f.a.ID, "provider", f.a.Provider)
 		}
+	case callErr == nil:
 		// A result is the truth, whenever it comes: offer it even after
 		// the deadline (unknown → succeeded or lost).
-		j, err := ru.m.Complete(wctx, id, result)
-		var cv *ContractViolationError
-		switch {
-		case err == nil:
-			ru.won, ru.winner = true, j
-			ru.logger.InfoContext(ctx, "jobs: attempt won", "job_id", j.ID, "attempt_id", id, "provider", f.a.Provider)
-			if ru.r.AbandonLosers {
-				ru.abandonLosers(wctx)
-			}
-		case errors.Is(err, ErrLostRace):
-			// Dropped and logged by Complete.
-		case errors.As(err, &cv):
-			ru.failures = append(ru.failures, f.a.Provider+": "+cv.Reason)
-		case errors.Is(err, ErrJobClosed):
-			ru.closed = err
-			ru.abandonLosers(wctx)
-		case errors.Is(err, ErrInvalidTransition):
-			// Resolved meanwhile by someone else (a reconciler, a cancel).
-			if j, gerr := ru.m.Get(wctx, ru.job.ID); gerr == nil && j.State == JobSucceeded {
-				ru.won, ru.winner = true, j
-			}
-		default:
-			ru.logger.ErrorContext(ctx, "jobs: could not record result", "job_id", ru.job.ID, "attempt_id", id, "error", err)
-			ru.fatal = err
-		}
-		return
-	}
-	switch {
-	case f.timedOut || f.abandoned:
-		// Already recorded.
+		ru.offer(wctx, ctx, f, result)
+	case f.timedOut:
+		// Recorded as unknown when the deadline passed.
 	case IsDefinitive(callErr):
-		reason := "provider refused: " + callErr.Error()
-		if _, err := ru.m.Fail(wctx, id, sanitizeReason(reason)); err != nil && !errors.Is(err, ErrInvalidTransition) {
-			ru.fatal = err
-		}
-		ru.failures = append(ru.failures, f.a.Provider+": "+callErr.Error())
+		ru.fail(wctx, f, "provider refused: "+callErr.Error(), callErr.Error())
 	case ctx.Err() != nil:
 		ru.inDoubt(wctx, f, "caller cancelled: "+ctx.Err().Error())
 	default:
 		ru.inDoubt(wctx, f, "provider error: "+callErr.Error())
+	}
+}
+
+// offer records a result the provider returned.
+func (ru *run) offer(wctx, ctx context.Context, f *flight, result json.RawMessage) {
+	id := f.a.ID
+	if err := ru.m.checkResult(result); err != nil {
+		// An empty body or something that is not JSON: the provider
+		// answered, but not with anything usable.
+		var in *InputError
+		errors.As(err, &in)
+		reason := "unusable result: " + in.Problem
+		ru.logger.WarnContext(ctx, "jobs: unusable result", "job_id", ru.job.ID, "attempt_id", id, "provider", f.a.Provider, "reason", reason)
+		ru.fail(wctx, f, reason, reason)
+		return
+	}
+	j, err := ru.m.Complete(wctx, id, result)
+	var cv *ContractViolationError
+	switch {
+	case err == nil:
+		ru.logger.InfoContext(ctx, "jobs: attempt won", "job_id", j.ID, "attempt_id", id, "provider", f.a.Provider)
+		ru.hasWinner(wctx, j)
+	case errors.Is(err, ErrLostRace):
+		// Another attempt completed the job first (Complete dropped this
+		// result and logged the race): the job is done.
+		ru.stopStarting = true
+		j, gerr := ru.m.Get(wctx, ru.job.ID)
+		if gerr != nil {
+			ru.fatal = gerr
+			return
+		}
+		ru.hasWinner(wctx, j)
+	case errors.As(err, &cv):
+		// Complete records a violation as a failure, unless the attempt
+		// was resolved meanwhile: only a recorded failure allows the next
+		// provider.
+		a, aerr := ru.m.Attempt(wctx, id)
+		switch {
+		case aerr != nil:
+			ru.fatal = aerr
+		case a.State == AttemptFailed:
+			ru.failures = append(ru.failures, f.a.Provider+": "+cv.Reason)
+		default:
+			ru.resolvedMeanwhile(wctx, f, "the contract violation of its result",
+				&TransitionError{AttemptID: id, From: a.State, To: AttemptFailed})
+		}
+	case errors.Is(err, ErrJobClosed):
+		ru.closedMeanwhile(wctx, err)
+	case errors.Is(err, ErrInvalidTransition):
+		ru.resolvedMeanwhile(wctx, f, "its result", err)
+	default:
+		ru.logger.ErrorContext(ctx, "jobs: could not record result", "job_id", ru.job.ID, "attempt_id", id, "error", err)
+		ru.fatal = err
+	}
+}
+
+// fail records that f's provider did nothing (a definitive error) or
+// nothing usable. Only a failure recorded here, or found recorded already,
+// lets the run move on to the next provider.
+func (ru *run) fail(wctx context.Context, f *flight, reason, summary string) {
+	_, err := ru.m.Fail(wctx, f.a.ID, sanitizeReason(reason))
+	switch {
+	case err == nil:
+		ru.failures = append(ru.failures, f.a.Provider+": "+summary)
+	case errors.Is(err, ErrInvalidTransition):
+		ru.resolvedMeanwhile(wctx, f, "its failure", err)
+	default:
+		ru.fatal = err
+	}
+}
+
+// resolvedMeanwhile handles an attempt that someone else (a reconciler, an
+// operator's Cancel) moved to a terminal state while its call was running,
+// so that what the call produced (what) cannot be recorded; err says so.
+// The provider may have done the work: the run starts nothing more. If the
+// job has a winner, that is the run's answer; otherwise Run returns err.
+func (ru *run) resolvedMeanwhile(wctx context.Context, f *flight, what string, err error) {
+	ru.stopStarting = true
+	if j, gerr := ru.m.Get(wctx, ru.job.ID); gerr == nil && j.State == JobSucceeded {
+		// E.g. a reconciler learned this attempt's result first.
+		ru.hasWinner(wctx, j)
+		return
+	}
+	ru.logger.ErrorContext(wctx, "jobs: attempt resolved by someone else while its provider call ran; starting nothing more",
+		"job_id", ru.job.ID, "attempt_id", f.a.ID, "provider", f.a.Provider, "not_recorded", what, "error", err)
+	if ru.unrecorded == nil {
+		ru.unrecorded = fmt.Errorf("jobs: runner: job %s: attempt %s was resolved by someone else while its provider call ran; %s was not recorded: %w",
+			ru.job.ID, f.a.ID, what, err)
+	}
+}
+
+// hasWinner records that the job was completed (j), by an attempt of this
+// run or by another; with AbandonLosers the calls still in flight are
+// cancelled.
+func (ru *run) hasWinner(wctx context.Context, j Job) {
+	ru.won, ru.winner = true, j
+	if ru.r.AbandonLosers {
+		ru.abandonLosers(wctx)
+	}
+}
+
+// closedMeanwhile records that the job was failed or cancelled by someone
+// else. By default the calls still in flight run to their end (or their
+// deadline) and their outcomes are recorded: a result is dropped by
+// Complete and its attempt recorded as cancelled, a timeout leaves it
+// unknown. With AbandonLosers they are cancelled now.
+func (ru *run) closedMeanwhile(wctx context.Context, err error) {
+	ru.closed = err
+	if ru.r.AbandonLosers {
+		ru.abandonLosers(wctx)
 	}
 }
 
@@ -461,7 +584,7 @@ func (ru *run) finish(wctx, ctx context.Context, f *flight, result json.RawMessa
 // attempt is recorded as unknown all the same (a reconciler will find it
 // lost), unless losers are abandoned.
 func (ru *run) inDoubt(wctx context.Context, f *flight, reason string) {
-	if ru.won && ru.r.AbandonLosers {
+	if (ru.won || ru.closed != nil) && ru.r.AbandonLosers {
 		ru.cancelAttempt(wctx, f)
 		return
 	}
@@ -471,6 +594,7 @@ func (ru *run) inDoubt(wctx context.Context, f *flight, reason string) {
 	case err == nil:
 		ru.noteDoubt(f.a.ID, AttemptUnknown)
 	case errors.Is(err, ErrInvalidTransition):
+		ru.resolvedMeanwhile(wctx, f, "its doubt ("+reason+")", err)
 	case errors.Is(err, ErrAttemptInFlight):
 		// A hedge is still starting: try again once it moves on.
 		ru.stillUnknown = append(ru.stillUnknown, f)
@@ -493,6 +617,10 @@ func (ru *run) retryUnknown(wctx context.Context) {
 			ru.noteDoubt(f.a.ID, AttemptUnknown)
 		case errors.Is(err, ErrAttemptInFlight):
 			ru.stillUnknown = append(ru.stillUnknown, f)
+		case errors.Is(err, ErrInvalidTransition):
+			ru.resolvedMeanwhile(wctx, f, "its doubt ("+f.a.Reason+")", err)
+		default:
+			ru.fatal = err
 		}
 	}
 	if len(ru.stillUnknown) > 0 && len(ru.inflight) == 0 {
