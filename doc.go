@@ -142,12 +142,35 @@
 //
 //	v, err := m.VerifyProvider(ctx, "model-b", "summarize", roundTrip, jobs.ValidFor(24*time.Hour))
 //
-// Hedging. A [Runner] calls the target first, hedges on a verified fallback
-// after HedgeAfter of silence, moves on after definitive errors and contract
-// violations, and turns a missed AttemptTimeout into an unknown attempt:
+// Failover. A [Runner] calls the target first, then the fallbacks in
+// order, and fails over only where it is safe:
+//
+//	what ended the attempt                 the Runner
+//	Definitive error: the provider         records it failed, tries the next
+//	  did nothing                            provider: safe
+//	contract violation, unusable result    records it failed, tries the next
+//	                                         provider: the provider did the work,
+//	                                         so only for kinds without side
+//	                                         effects, such as model calls
+//	timeout (acknowledged or not), any     records it unknown, starts nothing
+//	  other error, ctx cancelled             more: the Reconciler resolves it
+//	HedgeAfter of silence                  hedges on a verified fallback, opt-in,
+//	                                         only past a running attempt
+//
+// It moves on only past a failure it recorded itself: if someone else
+// resolved the attempt while its call ran, Run stops and returns an error
+// matching ErrInvalidTransition; if another attempt completed the job, Run
+// returns it. Outcomes, the acknowledgement included, are recorded on a
+// context detached from the caller's. Provider.Call should send attempt.ID
+// to the provider as its idempotency key: the reconciler looks an attempt up
+// by it when no reference was recorded.
 //
 //	r := &jobs.Runner{Manager: m, Providers: ps, Fallbacks: []string{"model-b"}, HedgeAfter: 10 * time.Second}
 //	job, err := r.Run(ctx, jobID) // ErrAttemptInFlight: in doubt, left to the reconciler
+//
+// Once the job is won or closed by CancelJob, the calls still in flight run
+// to their end and their outcomes are recorded (a late result is dropped,
+// its attempt lost or cancelled), unless Runner.AbandonLosers cancels them.
 //
 // Reconciliation. A [Reconciler] asks providers, by the reference recorded at
 // running, about unknown and stale attempts, and completes, fails or cancels
