@@ -141,6 +141,20 @@ func (f *fixture) runnerOver(providers map[string]jobs.Provider, fallbacks ...st
 	return &jobs.Runner{Manager: f.m, Providers: providers, Fallbacks: fallbacks, AttemptTimeout: time.Minute, Clock: f.clock}
 }
 
+// startRefusingStore is a store whose CreateAttempt fails with a storage
+// error once refuse is set, as it would once the database went away.
+type startRefusingStore struct {
+	*jobs.SQLStore
+	refuse atomic.Bool
+}
+
+func (s *startRefusingStore) CreateAttempt(ctx context.Context, na jobs.NewAttempt) (jobs.Attempt, error) {
+	if s.refuse.Load() {
+		return jobs.Attempt{}, &jobs.StorageError{Op: "start attempt", Kind: jobs.StorageUnavailable, Message: "connection refused"}
+	}
+	return s.SQLStore.CreateAttempt(ctx, na)
+}
+
 // waitFor waits for ch to close. It fails the test after 20 s of real time.
 func waitFor(t *testing.T, ch <-chan struct{}, what string) {
 	t.Helper()
@@ -311,13 +325,17 @@ func TestRunnerFailsOverOnlyPastAFailureItRecorded(t *testing.T) {
 				}
 			},
 			wantErr: jobs.ErrJobClosed, wantStates: "alpha=failed"},
+		{name: "definitive error, then the store fails", err: definitive,
+			onFailed: func(t *testing.T, f *fixture, a jobs.Attempt) { f.store.(*startRefusingStore).refuse.Store(true) },
+			wantErr:  jobs.ErrStorage, wantStates: "alpha=failed"},
 	}
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				f := newFixture(t, sc)
-				f.verify(t, "beta", goodB)
+				f.store = &startRefusingStore{SQLStore: f.store.(*jobs.SQLStore)}
 				h := f.withHooks()
+				f.verify(t, "beta", goodB)
 				alpha := newScripted("alpha", f.clock)
 				beta := &fakeProvider{name: "beta", clock: f.clock, result: json.RawMessage(goodB)} // answers at once
 				r := f.runnerOver(map[string]jobs.Provider{"alpha": alpha, "beta": beta}, "beta")
