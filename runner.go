@@ -259,7 +259,7 @@ func (ru *run) loop(ctx context.Context) (Job, error) {
 	case ru.won:
 		return ru.winner, nil
 	case ru.closed != nil:
-		j, err := ru.m.Get(wctx, ru.job.ID)
+		j, err := ru.jobNow(wctx)
 		if err != nil {
 			return Job{}, ru.closed
 		}
@@ -270,17 +270,17 @@ func (ru *run) loop(ctx context.Context) (Job, error) {
 		}
 		return j, ru.closed
 	case ru.unrecorded != nil:
-		j, _ := ru.m.Get(wctx, ru.job.ID)
+		j, _ := ru.jobNow(wctx)
 		return j, ru.unrecorded
 	case ctx.Err() != nil:
 		return Job{}, ctx.Err()
 	case ru.fatal != nil:
 		return Job{}, ru.fatal
 	case ru.doubt != nil:
-		j, _ := ru.m.Get(wctx, ru.job.ID)
+		j, _ := ru.jobNow(wctx)
 		return j, ru.doubt
 	}
-	if j, err := ru.m.Get(wctx, ru.job.ID); err == nil && j.State == JobSucceeded {
+	if j, err := ru.jobNow(wctx); err == nil && j.State == JobSucceeded {
 		return j, nil // completed by someone else meanwhile
 	}
 	reason := "no provider configured"
@@ -492,7 +492,7 @@ func (ru *run) offer(wctx, ctx context.Context, f *flight, result json.RawMessag
 		// Another attempt completed the job first (Complete dropped this
 		// result and logged the race): the job is done.
 		ru.stopStarting = true
-		j, gerr := ru.m.Get(wctx, ru.job.ID)
+		j, gerr := ru.jobNow(wctx)
 		if gerr != nil {
 			ru.fatal = gerr
 			return
@@ -502,7 +502,9 @@ func (ru *run) offer(wctx, ctx context.Context, f *flight, result json.RawMessag
 		// Complete records a violation as a failure, unless the attempt
 		// was resolved meanwhile: only a recorded failure allows the next
 		// provider.
-		a, aerr := ru.m.Attempt(wctx, id)
+		rctx, cancel := ru.m.writeContext(wctx)
+		a, aerr := ru.m.Attempt(rctx, id)
+		cancel()
 		switch {
 		case aerr != nil:
 			ru.fatal = aerr
@@ -544,7 +546,7 @@ func (ru *run) fail(wctx context.Context, f *flight, reason, summary string) {
 // job has a winner, that is the run's answer; otherwise Run returns err.
 func (ru *run) resolvedMeanwhile(wctx context.Context, f *flight, what string, err error) {
 	ru.stopStarting = true
-	if j, gerr := ru.m.Get(wctx, ru.job.ID); gerr == nil && j.State == JobSucceeded {
+	if j, gerr := ru.jobNow(wctx); gerr == nil && j.State == JobSucceeded {
 		// E.g. a reconciler learned this attempt's result first.
 		ru.hasWinner(wctx, j)
 		return
@@ -632,6 +634,15 @@ func (ru *run) retryUnknown(wctx context.Context) {
 		}
 		ru.stillUnknown = nil
 	}
+}
+
+// jobNow reads the job as it is now, to learn how a run ended. Like the
+// records before it, the read outlives the caller (wctx) and is bounded by
+// Options.WriteTimeout.
+func (ru *run) jobNow(wctx context.Context) (Job, error) {
+	rctx, cancel := ru.m.writeContext(wctx)
+	defer cancel()
+	return ru.m.Get(rctx, ru.job.ID)
 }
 
 // noteDoubt remembers the attempt Run reports as in doubt: the first that
