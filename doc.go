@@ -91,8 +91,9 @@
 // carry the details for [errors.As]: [KeyConflictError] (the existing job),
 // [AttemptInFlightError] (the blocking attempt), [LostRaceError] (the
 // winner), [TransitionError], [JobClosedError], [InputError] (the field) and
-// [StorageError]. Bad input is rejected before anything is written. No
-// driver error type reaches the caller.
+// [StorageError]. Bad input is rejected before anything is written; an ID
+// that no job or attempt can have is not found. No driver error type reaches
+// the caller.
 //
 // # Stores
 //
