@@ -31,6 +31,13 @@ import (
 // when ctx is cancelled (it is bounded by Options.WriteTimeout), so a result
 // that was paid for is not lost to an impatient caller.
 //
+// The result must be one JSON value that Submit would accept as params:
+// valid UTF-8 without a lone surrogate, no duplicate object key, nesting no
+// deeper than 128, and at most Options.MaxResultBytes. Anything else is
+// refused with an *InputError for the Result before anything is written,
+// the attempt staying as it was. The result is stored as given, not in
+// canonical form.
+//
 // Errors: ErrInvalidInput, ErrNotFound, ErrLostRace, ErrJobClosed,
 // ErrInvalidTransition (the attempt was already failed or cancelled),
 // ErrContractViolation, ErrStorage.

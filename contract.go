@@ -60,6 +60,9 @@ func copyContracts(in map[string]Contract) map[string]Contract {
 		if err := checkName("contract version", c.Version); err != nil {
 			panic(fmt.Sprintf("jobs: contract for kind %q: %v", kind, err))
 		}
+		if err := checkName("Kind", kind); err != nil {
+			panic(fmt.Sprintf("jobs: contract for kind %q: %v", kind, err))
+		}
 		out[kind] = c
 	}
 	return out

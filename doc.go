@@ -98,8 +98,10 @@
 // carry the details for [errors.As]: [KeyConflictError] (the existing job),
 // [AttemptInFlightError] (the blocking attempt), [LostRaceError] (the
 // winner), [TransitionError], [JobClosedError], [InputError] (the field) and
-// [StorageError]. Bad input is rejected before anything is written. No
-// driver error type reaches the caller.
+// [StorageError] (its kind: a [StorageConflict] from [Manager.SubmitTx] means
+// roll your transaction back and run it again). Bad input is rejected before
+// anything is written; an ID that no job or attempt can have is not found.
+// No driver error type reaches the caller.
 //
 // # Stores
 //

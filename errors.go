@@ -155,6 +155,11 @@ const (
 	StorageUnavailable StorageKind = "unavailable" // the database cannot be reached
 	StorageSchema      StorageKind = "schema"      // the schema is missing, or newer than this library
 	StorageOther       StorageKind = "other"
+
+	// StorageConflict: the caller's transaction (see Manager.SubmitTx)
+	// conflicted with a concurrent write, and no statement can succeed
+	// inside it any more; roll it back and run it again.
+	StorageConflict StorageKind = "conflict"
 )
 
 // StorageError reports a failure of the database itself. It matches ErrStorage.
@@ -163,7 +168,7 @@ const (
 type StorageError struct {
 	Op      string // the store operation, e.g. "create job"
 	Kind    StorageKind
-	Code    string // the database's own error code, if any (SQLSTATE, SQLite result code)
+	Code    string // the database's own error code, if any (SQLSTATE; SQLite's extended result code, e.g. "517")
 	Message string
 	cause   error // only context errors are exposed through Unwrap
 }

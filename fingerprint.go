@@ -41,7 +41,30 @@ func Fingerprint(kind, provider string, canonicalParams []byte) string {
 // meaning differs between parsers), trailing data and nesting deeper than 128.
 func Canonicalize(data []byte) ([]byte, error) {
 	p := canonParser{in: data}
-	out := make([]byte, 0, len(data))
+	return p.parse(make([]byte, 0, len(data)))
+}
+
+// checkJSON checks data by the rules of Canonicalize, without building the
+// canonical form: it accepts exactly what Canonicalize accepts, at the cost
+// of a scan and without an allocation per value.
+func checkJSON(data []byte) error {
+	p := canonParser{in: data, check: true}
+	_, err := p.parse(nil)
+	return err
+}
+
+// canonParser reads one JSON value. It writes the value's canonical form,
+// or with check set only checks it and writes nothing.
+type canonParser struct {
+	in    []byte
+	pos   int
+	check bool
+	keys  [][]byte // with check: the keys of the objects being read, innermost last
+}
+
+// parse reads the whole input as one value and appends its canonical form
+// to out.
+func (p *canonParser) parse(out []byte) ([]byte, error) {
 	p.skipSpace()
 	out, err := p.value(out, 0)
 	if err != nil {
@@ -54,9 +77,12 @@ func Canonicalize(data []byte) ([]byte, error) {
 	return out, nil
 }
 
-type canonParser struct {
-	in  []byte
-	pos int
+// put appends s to out unless the parser only checks.
+func (p *canonParser) put(out []byte, s string) []byte {
+	if p.check {
+		return out
+	}
+	return append(out, s...)
 }
 
 func (p *canonParser) errorf(format string, args ...any) error {
@@ -91,15 +117,18 @@ func (p *canonParser) value(out []byte, depth int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return appendString(out, s), nil
+		if p.check {
+			return out, nil
+		}
+		return appendString(out, string(s)), nil
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number(out)
 	case p.literal("true"):
-		return append(out, "true"...), nil
+		return p.put(out, "true"), nil
 	case p.literal("false"):
-		return append(out, "false"...), nil
+		return p.put(out, "false"), nil
 	case p.literal("null"):
-		return append(out, "null"...), nil
+		return p.put(out, "null"), nil
 	}
 	return nil, p.errorf("unexpected character %q", p.in[p.pos])
 }
@@ -120,10 +149,11 @@ type member struct {
 func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 	p.pos++ // {
 	var members []member
+	base := len(p.keys)
 	p.skipSpace()
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
 		p.pos++
-		return append(out, "{}"...), nil
+		return p.put(out, "{}"), nil
 	}
 	for {
 		p.skipSpace()
@@ -144,7 +174,11 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		members = append(members, member{key, v})
+		if p.check {
+			p.keys = append(p.keys, key)
+		} else {
+			members = append(members, member{string(key), v})
+		}
 		p.skipSpace()
 		if p.pos >= len(p.in) {
 			return nil, p.errorf("unexpected end of input in an object")
@@ -159,12 +193,23 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 		}
 		return nil, p.errorf("expected ',' or '}' in an object")
 	}
+	if p.check {
+		keys := p.keys[base:]
+		slices.SortFunc(keys, bytes.Compare)
+		for i := 1; i < len(keys); i++ {
+			if bytes.Equal(keys[i-1], keys[i]) {
+				return nil, duplicateKey(string(keys[i]))
+			}
+		}
+		p.keys = p.keys[:base]
+		return out, nil
+	}
 	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
 	out = append(out, '{')
 	for i, m := range members {
 		if i > 0 {
 			if members[i-1].key == m.key {
-				return nil, errors.New("duplicate object key " + strconvQuote(m.key))
+				return nil, duplicateKey(m.key)
 			}
 			out = append(out, ',')
 		}
@@ -177,15 +222,15 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 
 func (p *canonParser) array(out []byte, depth int) ([]byte, error) {
 	p.pos++ // [
-	out = append(out, '[')
+	out = p.put(out, "[")
 	p.skipSpace()
 	if p.pos < len(p.in) && p.in[p.pos] == ']' {
 		p.pos++
-		return append(out, ']'), nil
+		return p.put(out, "]"), nil
 	}
 	for first := true; ; first = false {
 		if !first {
-			out = append(out, ',')
+			out = p.put(out, ",")
 		}
 		p.skipSpace()
 		var err error
@@ -201,7 +246,7 @@ func (p *canonParser) array(out []byte, depth int) ([]byte, error) {
 			p.pos++
 		case ']':
 			p.pos++
-			return append(out, ']'), nil
+			return p.put(out, "]"), nil
 		default:
 			return nil, p.errorf("expected ',' or ']' in an array")
 		}
@@ -241,29 +286,33 @@ func (p *canonParser) number(out []byte) ([]byte, error) {
 			return nil, p.errorf("invalid number")
 		}
 	}
+	if p.check {
+		return out, nil
+	}
 	return append(out, p.in[start:p.pos]...), nil
 }
 
-// str decodes a JSON string starting at the opening quote.
-func (p *canonParser) str() (string, error) {
+// str decodes a JSON string starting at the opening quote. Without escapes
+// the result is a part of the input, not a copy.
+func (p *canonParser) str() ([]byte, error) {
 	p.pos++ // "
 	start := p.pos
 	// Fast path: no escapes.
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
 		if c == '"' {
-			s := p.in[start:p.pos]
+			s := p.in[start:p.pos:p.pos]
 			if !utf8.Valid(s) {
-				return "", p.errorf("string is not valid UTF-8")
+				return nil, p.errorf("string is not valid UTF-8")
 			}
 			p.pos++
-			return string(s), nil
+			return s, nil
 		}
 		if c == '\\' {
 			break
 		}
 		if c < 0x20 {
-			return "", p.errorf("control character in a string")
+			return nil, p.errorf("control character in a string")
 		}
 		p.pos++
 	}
@@ -273,12 +322,12 @@ func (p *canonParser) str() (string, error) {
 		switch {
 		case c == '"':
 			if !utf8.Valid(buf) {
-				return "", p.errorf("string is not valid UTF-8")
+				return nil, p.errorf("string is not valid UTF-8")
 			}
 			p.pos++
-			return string(buf), nil
+			return buf, nil
 		case c < 0x20:
-			return "", p.errorf("control character in a string")
+			return nil, p.errorf("control character in a string")
 		case c != '\\':
 			buf = append(buf, c)
 			p.pos++
@@ -306,26 +355,26 @@ func (p *canonParser) str() (string, error) {
 		case 'u':
 			r, ok := p.hex4()
 			if !ok {
-				return "", p.errorf("invalid \\u escape")
+				return nil, p.errorf("invalid \\u escape")
 			}
 			if utf16.IsSurrogate(r) {
 				r2 := rune(-1)
 				if p.pos+1 < len(p.in) && p.in[p.pos] == '\\' && p.in[p.pos+1] == 'u' {
 					p.pos += 2
 					if r2, ok = p.hex4(); !ok {
-						return "", p.errorf("invalid \\u escape")
+						return nil, p.errorf("invalid \\u escape")
 					}
 				}
 				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
-					return "", p.errorf("invalid UTF-16 surrogate pair")
+					return nil, p.errorf("invalid UTF-16 surrogate pair")
 				}
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:
-			return "", p.errorf("invalid escape \\%c", e)
+			return nil, p.errorf("invalid escape \\%c", e)
 		}
 	}
-	return "", p.errorf("unterminated string")
+	return nil, p.errorf("unterminated string")
 }
 
 func (p *canonParser) hex4() (rune, bool) {
@@ -378,4 +427,17 @@ func appendString(out []byte, s string) []byte {
 	return append(out, '"')
 }
 
-func strconvQuote(s string) string { return string(appendString(nil, s)) }
+// duplicateKey reports a key that appears twice in one object, quoting at
+// most its first 64 bytes, so that the message stays short enough to be
+// recorded as a reason whatever the key.
+func duplicateKey(key string) error {
+	const maxQuoted = 64
+	if len(key) > maxQuoted {
+		cut := maxQuoted
+		for cut > 0 && !utf8.RuneStart(key[cut]) {
+			cut--
+		}
+		key = key[:cut] + "…"
+	}
+	return errors.New("duplicate object key " + string(appendString(nil, key)))
+}

@@ -87,9 +87,19 @@ func (m *Manager) Submit(ctx context.Context, req SubmitRequest) (Job, bool, err
 // TxStore; otherwise SubmitTx returns an error matching errors.ErrUnsupported.
 //
 // Concurrent submits of the same key wait on the uncommitted row and then see
-// it, as with Submit. Use the READ COMMITTED isolation level (the default) on
-// PostgreSQL: under REPEATABLE READ or SERIALIZABLE a concurrent duplicate is
-// reported as ErrStorage with SQLSTATE 40001, and the caller should retry.
+// it, as with Submit. SubmitTx never retries inside tx: when tx conflicts
+// with a concurrent write it returns at once a *StorageError of kind
+// StorageConflict (matching ErrStorage), and tx can do nothing more; roll it
+// back and run it again from the start. That happens on PostgreSQL under
+// REPEATABLE READ or SERIALIZABLE when another transaction committed the same
+// key after tx took its snapshot (SQLSTATE 40001), or on a deadlock with
+// another transaction (40P01); use READ COMMITTED (the default) to wait for a
+// concurrent duplicate and return it instead. On SQLite it happens in a
+// deferred transaction (BEGIN without IMMEDIATE) that must upgrade to a write
+// while another connection writes (SQLITE_BUSY), or after another
+// connection committed since tx read (SQLITE_BUSY_SNAPSHOT); begin tx with
+// the write lock (the _txlock=immediate connection parameter, as OpenSQLite's
+// handles do) to wait for the lock at BEGIN instead.
 func (m *Manager) SubmitTx(ctx context.Context, tx DBTX, req SubmitRequest) (Job, bool, error) {
 	ts, ok := m.store.(TxStore)
 	if !ok {

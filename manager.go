@@ -109,6 +109,11 @@ func (m *Manager) writeContext(ctx context.Context) (context.Context, context.Ca
 }
 
 // checkID checks ctx and an ID argument before anything is read or written.
+// An empty or oversized ID is invalid input. An ID that is not valid UTF-8
+// or holds a NUL byte names nothing: the Manager makes IDs of base32 text,
+// and PostgreSQL cannot even compare such a value with a stored one, so it
+// is reported as not found without asking the store. Any other text is
+// looked up, so that rows written by other means keep their IDs.
 func (m *Manager) checkID(ctx context.Context, field, id string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -118,6 +123,9 @@ func (m *Manager) checkID(ctx context.Context, field, id string) error {
 	}
 	if len(id) > maxNameBytes {
 		return invalid(field, "longer than %d bytes", maxNameBytes)
+	}
+	if checkChars(field, id) != nil {
+		return fmt.Errorf("jobs: %s %q: %w", field, id, ErrNotFound)
 	}
 	return nil
 }

@@ -53,7 +53,7 @@ type PurgeOptions struct {
 	Retention time.Duration
 
 	// OlderThan, if not zero, is the cutoff itself: jobs closed before it
-	// are purged.
+	// are purged. It must lie in the years 1 to 9999.
 	OlderThan time.Time
 
 	// BatchSize is how many jobs each batch deletes, each batch in its own
@@ -89,8 +89,9 @@ type PurgeResult struct {
 // The store must implement PurgeStore; otherwise Purge returns an error
 // matching errors.ErrUnsupported.
 //
-// Errors: ErrInvalidInput (negative retention or batch size, or a batch size
-// over MaxPurgeBatchSize), ErrStorage.
+// Errors: ErrInvalidInput (negative retention or batch size, a batch size
+// over MaxPurgeBatchSize, or a cutoff outside the years 1 to 9999),
+// ErrStorage.
 func (m *Manager) Purge(ctx context.Context, opts PurgeOptions) (PurgeResult, error) {
 	ps, ok := m.store.(PurgeStore)
 	if !ok {
@@ -164,6 +165,11 @@ func (o PurgeOptions) validate() error {
 		return invalid("BatchSize", "negative")
 	case o.BatchSize > MaxPurgeBatchSize:
 		return invalid("BatchSize", "over %d", MaxPurgeBatchSize)
+	case !o.OlderThan.IsZero() && (o.OlderThan.UTC().Year() < 1 || o.OlderThan.UTC().Year() > 9999):
+		// PostgreSQL refuses a timestamp before 4713 BC or after 294276 AD,
+		// and SQLite's microseconds since 1970 overflow near 294000 AD;
+		// the years of RFC 3339 are far inside both.
+		return invalid("OlderThan", "%s is outside the years 1 to 9999", o.OlderThan.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

@@ -282,19 +282,37 @@ func (s *SQLStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 			return Job{}, false, err
 		}
 	}
-	return s.createJob(ctx, s.db, s.rdb, j)
+	return s.createJob(ctx, s.db, s.rdb, s.d.retry, j)
 }
 
-// CreateJobTx implements TxStore.
+// CreateJobTx implements TxStore. It runs each statement once: one that
+// failed inside the caller's transaction cannot succeed there by running it
+// again. A deferred SQLite transaction that has read and must now write
+// gets SQLITE_BUSY at once while another connection writes (no busy
+// timeout is waited: the wait would block that writer or end on a stale
+// snapshot), and SQLITE_BUSY_SNAPSHOT once that connection has committed;
+// one that has not read gets SQLITE_BUSY after the busy timeout. SQLite
+// asks for the transaction to be rolled back in every case. PostgreSQL
+// aborts the transaction on a serialization failure or a deadlock. These
+// busy errors are returned as a StorageError of kind StorageConflict.
 func (s *SQLStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, bool, error) {
-	return s.createJob(ctx, tx, tx, j)
+	got, created, err := s.createJob(ctx, tx, tx, nil, j)
+	var se *StorageError
+	if errors.As(err, &se) && se.Kind == StorageBusy {
+		conflict := *se
+		conflict.Kind = StorageConflict
+		return Job{}, false, &conflict
+	}
+	return got, created, err
 }
 
-func (s *SQLStore) createJob(ctx context.Context, w, r DBTX, j Job) (Job, bool, error) {
+// createJob inserts j through w, or reads the job already bound to its key
+// through r, running a statement again while retry says so.
+func (s *SQLStore) createJob(ctx context.Context, w, r DBTX, retry func(error) bool, j Job) (Job, bool, error) {
 	for range maxRetries {
 		var got Job
 		var created bool
-		err := s.withRetry(ctx, func() (err error) {
+		err := retryWhile(ctx, retry, func() (err error) {
 			got, err = scanJob(w.QueryRowContext(ctx, s.d.createJob,
 				j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, s.d.ts(j.CreatedAt)), &created)
 			return err

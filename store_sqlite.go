@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"errors"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -177,5 +178,7 @@ func interpretSQLite(op string, err error) error {
 	if e.Code == sqlite3.ErrError && strings.Contains(msg, "no such table") {
 		kind = StorageSchema
 	}
-	return &StorageError{Op: op, Kind: kind, Code: e.ExtendedCode.Error(), Message: msg}
+	// The extended code's number: its text is the primary code's, so that
+	// SQLITE_BUSY_SNAPSHOT (517) would read like SQLITE_BUSY (5).
+	return &StorageError{Op: op, Kind: kind, Code: strconv.Itoa(int(e.ExtendedCode)), Message: msg}
 }

@@ -65,7 +65,13 @@ func (m *Manager) validateSubmit(req SubmitRequest) (json.RawMessage, error) {
 	return canon, nil
 }
 
-// checkResult validates a result passed to Complete.
+// checkResult validates a result passed to Complete, or produced by a
+// provider, by the rules of params (see Canonicalize): one JSON value in
+// valid UTF-8, with no lone UTF-16 surrogate, no duplicate object key and no
+// nesting deeper than 128, within MaxResultBytes. Both databases can then
+// store it as it is: PostgreSQL refuses invalid UTF-8 and NUL, SQLite's
+// json_valid refuses deep nesting. The result is stored as given, not in
+// canonical form: its key order and spacing are the provider's.
 func (m *Manager) checkResult(result json.RawMessage) error {
 	if len(result) == 0 {
 		return invalid("Result", "empty; use null for no value")
@@ -73,8 +79,8 @@ func (m *Manager) checkResult(result json.RawMessage) error {
 	if len(result) > m.opts.MaxResultBytes {
 		return invalid("Result", "%d bytes, over the limit of %d", len(result), m.opts.MaxResultBytes)
 	}
-	if !json.Valid(result) {
-		return invalid("Result", "not valid JSON")
+	if err := checkJSON(result); err != nil {
+		return invalid("Result", "%v", err)
 	}
 	return nil
 }

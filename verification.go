@@ -200,10 +200,14 @@ func (m *Manager) Verifications(ctx context.Context, f VerificationFilter) ([]Ve
 // far as verification goes: nil for the job's own provider, for a kind
 // without a contract, and for a provider whose latest verification at the
 // current contract version passed and has not expired; otherwise a
-// *ProviderUnverifiedError. StartAttempt runs the same check.
+// *ProviderUnverifiedError. StartAttempt runs the same check. A provider
+// name that StartAttempt would refuse is an *InputError.
 func (m *Manager) CheckFailover(ctx context.Context, job Job, provider string) error {
 	if provider == "" || provider == job.Provider {
 		return nil
+	}
+	if err := checkName("Provider", provider); err != nil {
+		return err
 	}
 	c, ok := m.contracts[job.Kind]
 	if !ok {
