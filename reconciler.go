@@ -216,7 +216,7 @@ func (r *Reconciler) resolve(ctx context.Context, a Attempt, now time.Time, rep 
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, orDefault(r.LookupTimeout, DefaultLookupTimeout))
-	out, err := p.Lookup(lctx, a.ProviderRef)
+	out, err := p.Lookup(lctx, a)
 	cancel()
 	if err != nil {
 		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: lookup %s at %s: %w", a.ID, a.ProviderRef, a.Provider, err))
