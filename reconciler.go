@@ -49,10 +49,17 @@ type ReconcileStore interface {
 // Reconciler is the out-of-band process that resolves attempts in doubt:
 // unknown ones, and starting or running ones nobody has touched for
 // StaleAfter (their worker crashed). It asks each attempt's provider what
-// became of the request, by the reference recorded at running, and
-// completes, fails or cancels the attempt accordingly. An attempt without a
-// reference is cancelled once it is Grace old: the provider never
-// acknowledged it.
+// became of the request (Provider.Lookup: by the reference recorded at
+// running, else by the idempotency key the attempt sent) and completes,
+// fails or cancels the attempt according to the answer.
+//
+// Only evidence resolves an attempt in doubt: the provider's answer, or an
+// operator's decision. The passing of time never does, since the provider
+// may still act: an attempt whose provider keeps answering pending, or
+// whose lookups fail, stays in doubt and is asked again. One whose provider
+// cannot look it up (ErrLookupUnsupported) is reported for an operator, in
+// ReconcileReport.NeedsOperator, a warning and an EventAttemptNeedsOperator
+// event, until someone records its outcome with Complete, Fail or Cancel.
 //
 // Several reconcilers may run at once, in one process or many: each stale
 // attempt is claimed by exactly one of them before its provider is asked,
@@ -72,10 +79,6 @@ type Reconciler struct {
 	// RecheckAfter is how long after its last change (or last examination)
 	// an unknown attempt is examined. Defaults to DefaultRecheckAfter.
 	RecheckAfter time.Duration
-
-	// Grace is the age (since its creation) after which an attempt without
-	// a provider reference is cancelled. Defaults to StaleAfter.
-	Grace time.Duration
 
 	// LookupTimeout bounds each Provider.Lookup. Defaults to
 	// DefaultLookupTimeout.
@@ -110,7 +113,10 @@ type ReconcileReport struct {
 	Pending  int          // the provider is still working, or the grace period runs
 	Claimed  int          // claimed first by another reconciler: left alone
 	Settled  int          // resolved meanwhile by someone else
-	Errors   []error      // lookups or writes that failed; retried next pass
+	// NeedsOperator lists attempts left in doubt because their provider
+	// cannot look them up (ErrLookupUnsupported).
+	NeedsOperator []Attempt
+	Errors        []error // lookups or writes that failed; retried next pass
 }
 
 // ReconcileOnce examines up to BatchSize stale attempts once.
@@ -152,7 +158,7 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (ReconcileReport, error)
 			rep.Claimed++
 			continue
 		}
-		r.resolve(ctx, a, now, &rep)
+		r.resolve(ctx, a, &rep)
 	}
 	return rep, nil
 }
@@ -198,18 +204,9 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// resolve asks a's provider and records the answer.
-func (r *Reconciler) resolve(ctx context.Context, a Attempt, now time.Time, rep *ReconcileReport) {
+// resolve asks a's provider what became of it and records the answer.
+func (r *Reconciler) resolve(ctx context.Context, a Attempt, rep *ReconcileReport) {
 	m := r.Manager
-	if a.ProviderRef == "" {
-		grace := orDefault(r.Grace, orDefault(r.StaleAfter, DefaultStaleAfter))
-		if now.Sub(a.CreatedAt) < grace {
-			rep.Pending++
-			return
-		}
-		r.record(ctx, a, AttemptCancelled, fmt.Sprintf("no provider reference after %s: the provider never acknowledged it", grace), rep)
-		return
-	}
 	p := r.Providers[a.Provider]
 	if p == nil {
 		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: no provider %q configured", a.ID, a.Provider))
@@ -218,8 +215,12 @@ func (r *Reconciler) resolve(ctx context.Context, a Attempt, now time.Time, rep 
 	lctx, cancel := context.WithTimeout(ctx, orDefault(r.LookupTimeout, DefaultLookupTimeout))
 	out, err := p.Lookup(lctx, a)
 	cancel()
-	if err != nil {
-		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: lookup %s at %s: %w", a.ID, a.ProviderRef, a.Provider, err))
+	switch {
+	case errors.Is(err, ErrLookupUnsupported):
+		r.needsOperator(ctx, a, err, rep)
+		return
+	case err != nil:
+		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: lookup of %s at %s: %w", a.ID, lookupKey(a), a.Provider, err))
 		return
 	}
 	switch out.State {
@@ -234,9 +235,14 @@ func (r *Reconciler) resolve(ctx context.Context, a Attempt, now time.Time, rep 
 		case errors.Is(err, ErrLostRace):
 			to = AttemptLost
 		case errors.Is(err, ErrContractViolation):
-			to = AttemptFailed
+			to = AttemptFailed // Complete failed the attempt
 		case errors.Is(err, ErrJobClosed):
 			to = AttemptCancelled
+		case errors.Is(err, ErrInvalidInput):
+			// Not a result anything could use (empty, not JSON, too
+			// large): the provider answered, and the answer is a failure.
+			r.record(ctx, a, AttemptFailed, sanitizeReason("provider reported an unusable result: "+err.Error()), rep)
+			return
 		case errors.Is(err, ErrInvalidTransition):
 			rep.Settled++
 			return
@@ -252,10 +258,28 @@ func (r *Reconciler) resolve(ctx context.Context, a Attempt, now time.Time, rep 
 	case OutcomeFailed:
 		r.record(ctx, a, AttemptFailed, sanitizeReason("provider reported failure: "+out.Reason), rep)
 	case OutcomeNotFound:
-		r.record(ctx, a, AttemptCancelled, "provider has no such request", rep)
+		r.record(ctx, a, AttemptCancelled, "provider never received the request and will not act on it", rep)
 	default:
 		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: provider %s answered unknown outcome %q", a.ID, a.Provider, out.State))
 	}
+}
+
+// lookupKey says how a's provider is asked about it.
+func lookupKey(a Attempt) string {
+	if a.ProviderRef != "" {
+		return "reference " + a.ProviderRef
+	}
+	return "key " + a.ProviderKey()
+}
+
+// needsOperator reports a, which its provider cannot look up, for an
+// operator to resolve; it stays in doubt meanwhile.
+func (r *Reconciler) needsOperator(ctx context.Context, a Attempt, err error, rep *ReconcileReport) {
+	rep.NeedsOperator = append(rep.NeedsOperator, a)
+	r.logger().WarnContext(ctx, "jobs: attempt in doubt needs an operator: its provider cannot look it up; resolve it with Complete, Fail or Cancel",
+		"job_id", a.JobID, "attempt_id", a.ID, "provider", a.Provider, "state", a.State, "provider_key", a.ProviderKey(), "error", err)
+	r.Manager.emit(ctx, Event{Type: EventAttemptNeedsOperator, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider,
+		Reason: "provider cannot look up " + lookupKey(a), Err: err})
 }
 
 // record moves a to a terminal state to (failed or cancelled).
