@@ -212,6 +212,7 @@ func TestReconcilerAsksProviderByReference(t *testing.T) {
 	}{
 		{"succeeded", &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded, jobs.JobSucceeded},
 		{"succeeded off contract", &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"text":"x"}`)}, jobs.AttemptFailed, jobs.JobRunning},
+		{"succeeded, unusable", &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"summary":`)}, jobs.AttemptFailed, jobs.JobRunning},
 		{"failed", &jobs.Outcome{State: jobs.OutcomeFailed, Reason: "content policy"}, jobs.AttemptFailed, jobs.JobRunning},
 		{"not found", &jobs.Outcome{State: jobs.OutcomeNotFound}, jobs.AttemptCancelled, jobs.JobRunning},
 		{"pending", &jobs.Outcome{State: jobs.OutcomePending}, jobs.AttemptRunning, jobs.JobRunning},
@@ -243,7 +244,7 @@ func TestReconcilerAsksProviderByReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Examined != len(tests) || len(rep.Resolved) != 4 || rep.Pending != 1 || len(rep.Errors) != 1 {
+		if rep.Examined != len(tests) || len(rep.Resolved) != 5 || rep.Pending != 1 || len(rep.Errors) != 1 {
 			t.Errorf("report %+v", rep)
 		}
 		for _, tt := range tests {

@@ -87,6 +87,7 @@ const (
         updated_at   = $5,
         finished_at  = CASE WHEN $6 THEN $5 ELSE finished_at END
     WHERE id = $1 AND state IN ($7, $8, $9)
+      AND ($10 = '' OR claim_token = $10)
     RETURNING ` + attemptCols
 
 	// closeJob fails or cancels an open job. With $5 (fail) it also requires
@@ -500,7 +501,7 @@ func (s *SQLStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt,
 	err := s.withRetry(ctx, func() (err error) {
 		at := s.d.ts(u.At)
 		a, err = scanAttempt(s.db.QueryRowContext(ctx, s.d.rebind(qUpdateAttempt),
-			u.ID, string(u.To), u.ProviderRef, u.Reason, at, u.To.Terminal(), from[0], from[1], from[2]))
+			u.ID, string(u.To), u.ProviderRef, u.Reason, at, u.To.Terminal(), from[0], from[1], from[2], u.ClaimToken))
 		return err
 	})
 	if err == nil {
@@ -529,6 +530,9 @@ func (s *SQLStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt,
 	if err != nil {
 		return Attempt{}, err
 	}
+	if err := s.checkClaim(ctx, s.db, u.ID, u.ClaimToken); err != nil {
+		return cur, err
+	}
 	return cur, &TransitionError{AttemptID: u.ID, From: cur.State, To: u.To}
 }
 
@@ -540,7 +544,7 @@ func (s *SQLStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Atte
 	var err error
 	if s.d.ctes {
 		err = s.withRetry(ctx, func() (err error) {
-			j, err = scanJob(s.db.QueryRowContext(ctx, s.d.completeCAS, c.AttemptID, string(c.Result), at), attemptDest(&a)...)
+			j, err = scanJob(s.db.QueryRowContext(ctx, s.d.completeCAS, c.AttemptID, string(c.Result), at, c.ClaimToken), attemptDest(&a)...)
 			return err
 		})
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -552,8 +556,15 @@ func (s *SQLStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Atte
 			if err != nil {
 				return err
 			}
+			// The claim is checked in the transaction, which holds the
+			// write lock: no claim can change before the writes below.
 			if !cur.State.Open() {
-				return sql.ErrNoRows
+				return sql.ErrNoRows // reported below, as stored
+			}
+			if err := s.checkClaim(ctx, conn, c.AttemptID, c.ClaimToken); errors.Is(err, ErrClaimLost) {
+				return sql.ErrNoRows // reported below, as stored
+			} else if err != nil {
+				return err
 			}
 			state := AttemptSucceeded
 			j, err = scanJob(conn.QueryRowContext(ctx, s.d.updateJobCAS, cur.JobID, cur.BaseVersion, string(c.Result), c.AttemptID, at))
@@ -569,7 +580,7 @@ func (s *SQLStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Atte
 				return s.d.interpret("complete attempt", err)
 			}
 			a, err = scanAttempt(conn.QueryRowContext(ctx, s.d.rebind(qUpdateAttempt),
-				c.AttemptID, string(state), "", loseReason(state, j), at, true, "starting", "running", "unknown"))
+				c.AttemptID, string(state), "", loseReason(state, j), at, true, "starting", "running", "unknown", c.ClaimToken))
 			return s.d.interpret("complete attempt", err)
 		})
 	}
@@ -582,6 +593,9 @@ func (s *SQLStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Atte
 		j, err := s.jobByID(ctx, s.db, a.JobID)
 		if err != nil {
 			return Job{}, Attempt{}, err
+		}
+		if err := s.checkClaim(ctx, s.db, a.ID, c.ClaimToken); err != nil {
+			return j, a, err
 		}
 		return j, a, &TransitionError{AttemptID: a.ID, From: a.State, To: AttemptSucceeded}
 	}
