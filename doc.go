@@ -142,9 +142,16 @@
 //	r := &jobs.Runner{Manager: m, Providers: ps, Fallbacks: []string{"model-b"}, HedgeAfter: 10 * time.Second}
 //	job, err := r.Run(ctx, jobID) // ErrAttemptInFlight: in doubt, left to the reconciler
 //
-// Reconciliation. A [Reconciler] asks providers, by the reference recorded at
-// running, about unknown and stale attempts, and completes, fails or cancels
-// them; any number may run at once, each attempt is resolved once:
+// Reconciliation. A [Reconciler] asks providers about unknown and stale
+// attempts, by the reference recorded at running or else by the attempt's
+// idempotency key ([Attempt.ProviderKey], which Provider.Call sends), and
+// completes, fails or cancels them by the answer. Only evidence resolves an
+// attempt in doubt, never the clock: pending answers and failed lookups are
+// asked again, and an attempt whose provider cannot look it up
+// ([ErrLookupUnsupported]) is reported for an operator. Any number may run
+// at once: each claims an attempt, with a token and a lease stored with it,
+// before asking, and an answer whose claim was taken over is refused, so
+// that each attempt is resolved once:
 //
 //	rec := &jobs.Reconciler{Manager: m, Providers: ps, StaleAfter: 5 * time.Minute}
 //	go rec.Run(ctx, 30*time.Second)
