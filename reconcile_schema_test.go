@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -43,41 +42,11 @@ func writeSchemaV2(t testing.TB, db *sql.DB, dialect string) {
 // and a reconciler claims that attempt and resolves it by its key.
 func TestUpgradeFromSchemaV2ReconcilesOldAttempts(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name string
-		open func(t *testing.T) *jobs.SQLStore
-	}{
-		{"sqlite", func(t *testing.T) *jobs.SQLStore {
-			path := filepath.Join(t.TempDir(), "old.db")
-			db, err := sql.Open("sqlite3", path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeSchemaV2(t, db, "sqlite")
-			db.Close()
-			return jobstest.NewSQLiteAt(t, path)
-		}},
-		{"postgres", func(t *testing.T) *jobs.SQLStore {
-			dsn := jobstest.PostgresDSN(t)
-			db, err := sql.Open("pgx", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeSchemaV2(t, db, "postgres")
-			db.Close()
-			s, err := jobs.OpenPostgres(context.Background(), dsn)
-			if err != nil {
-				t.Fatalf("open: %v", err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s := tc.open(t)
+			s := openUpgraded(t, dialect, writeSchemaV2)
 			checkMigrationsRecorded(t, s)
 			ev := &events{}
 			now := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
@@ -126,18 +95,7 @@ func TestStaleAttemptsUsesStaleIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		tx, err := s.DB().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := tx.Exec(`ANALYZE job_attempts`); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tx.Exec(`SET LOCAL enable_seqscan = off`); err != nil {
-			t.Fatal(err)
-		}
-		plan := explainPlan(t, tx, `EXPLAIN `+jobs.StaleAttemptsQuery("postgres"), now, now, now, 10, now)
+		plan := postgresPlan(t, s.DB(), "job_attempts", jobs.StaleAttemptsQuery("postgres"), now, now, now, 10, now)
 		if !strings.Contains(plan, "job_attempts_stale_idx") {
 			t.Errorf("plan does not use job_attempts_stale_idx:\n%s", plan)
 		}

@@ -160,19 +160,52 @@ func (f *fixture) reconcilers(n int, p jobs.Provider, configure func(*jobs.Recon
 	return recs
 }
 
+// raceReconcilers releases recs together, each reconciling until a pass
+// finds nothing to do. It returns how often each attempt was resolved, and
+// the sum of the reports' counts and errors.
+func raceReconcilers(ctx context.Context, recs []*jobs.Reconciler) (resolved map[string]int, sum jobs.ReconcileReport) {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+	)
+	resolved = map[string]int{}
+	for _, rec := range recs {
+		wg.Go(func() {
+			<-start
+			for {
+				rep, err := rec.ReconcileOnce(ctx)
+				mu.Lock()
+				if err != nil {
+					sum.Errors = append(sum.Errors, err)
+				}
+				sum.Errors = append(sum.Errors, rep.Errors...)
+				sum.Claimed += rep.Claimed
+				sum.Settled += rep.Settled
+				sum.TakenOver += rep.TakenOver
+				sum.Pending += rep.Pending
+				for _, r := range rep.Resolved {
+					resolved[r.AttemptID]++
+				}
+				mu.Unlock()
+				if err != nil || rep.Examined == 0 {
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return resolved, sum
+}
+
 // unknownAfterTimeout runs job j on p once, with an acknowledgement that
 // never arrives, until the attempt's deadline makes it unknown, and returns
 // the attempt.
-func (f *fixture) unknownAfterTimeout(t *testing.T, p jobs.Provider, j jobs.Job) jobs.Attempt {
+func (f *fixture) unknownAfterTimeout(t *testing.T, p *heldProvider, j jobs.Job) jobs.Attempt {
 	t.Helper()
 	r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": p}, AttemptTimeout: time.Minute, Clock: f.clock}
-	wait := runAsync(context.Background(), r, j.ID)
-	f.clock.step(t, 1, time.Minute)
-	var inFlight *jobs.AttemptInFlightError
-	if _, err := wait(t); !errors.As(err, &inFlight) || inFlight.State != jobs.AttemptUnknown {
-		t.Fatalf("Run = %v, want ErrAttemptInFlight naming an unknown attempt", err)
-	}
-	return f.attempts(t, j.ID)[0]
+	return f.runUntilUnknown(t, r, j.ID, 1)
 }
 
 // A lookup that takes longer than the recheck interval (the lease of
@@ -435,38 +468,7 @@ func TestReconcilersRacingOverSlowLookupsResolveEachAttemptOnce(t *testing.T) {
 			r.BatchSize = 5
 			r.LookupTimeout = nJobs * lookupTakes
 		})
-		var (
-			mu       sync.Mutex
-			resolved = map[string]int{}
-			report   jobs.ReconcileReport // sums
-			wg       sync.WaitGroup
-			start    = make(chan struct{})
-		)
-		for _, rec := range recs {
-			wg.Go(func() {
-				<-start
-				for {
-					rep, err := rec.ReconcileOnce(ctx)
-					mu.Lock()
-					if err != nil {
-						report.Errors = append(report.Errors, err)
-					}
-					report.Errors = append(report.Errors, rep.Errors...)
-					report.Claimed += rep.Claimed
-					report.Settled += rep.Settled
-					report.TakenOver += rep.TakenOver
-					for _, r := range rep.Resolved {
-						resolved[r.AttemptID]++
-					}
-					mu.Unlock()
-					if err != nil || rep.Examined == 0 {
-						return
-					}
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		resolved, report := raceReconcilers(ctx, recs)
 		t.Logf("claims lost to another reconciler: %d; found settled: %d", report.Claimed, report.Settled)
 		for _, err := range report.Errors {
 			t.Errorf("reconcile: %v", err)

@@ -38,10 +38,7 @@ func TestReconcilerResolvesAttemptsWithoutReferenceOnlyByLookupByKey(t *testing.
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		f := newFixture(t, sc)
 		ctx := context.Background()
-		// alpha does the work, but its acknowledgements never arrive.
-		alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Hour, noAck: true, result: json.RawMessage(goodA)}
-		r := f.newRunner(alpha, nil)
-		r.Fallbacks = nil
+		alpha, r := f.ackLostRunner()
 		calls := 0
 		attempts := map[string]jobs.Attempt{}
 		for _, tt := range tests {
@@ -51,11 +48,7 @@ func TestReconcilerResolvesAttemptsWithoutReferenceOnlyByLookupByKey(t *testing.
 					t.Fatal(err)
 				}
 			} else {
-				wait := runAsync(ctx, r, j.ID)
-				f.clock.step(t, 2, r.AttemptTimeout) // the provider's delay and the attempt's deadline
-				if _, err := wait(t); !errors.Is(err, jobs.ErrAttemptInFlight) {
-					t.Fatalf("%s: Run = %v, want ErrAttemptInFlight", tt.name, err)
-				}
+				f.runUntilUnknown(t, r, j.ID, 2) // the provider's delay and the attempt's deadline
 				calls++
 			}
 			as := f.attempts(t, j.ID)
@@ -113,6 +106,29 @@ func TestReconcilerResolvesAttemptsWithoutReferenceOnlyByLookupByKey(t *testing.
 	})
 }
 
+// ackLostRunner returns a runner over alpha alone, a provider that does
+// the work but whose acknowledgements never arrive.
+func (f *fixture) ackLostRunner() (*fakeProvider, *jobs.Runner) {
+	alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Hour, noAck: true, result: json.RawMessage(goodA)}
+	r := f.newRunner(alpha, nil)
+	r.Fallbacks = nil
+	return alpha, r
+}
+
+// runUntilUnknown runs the job once with r, whose provider never
+// acknowledges, until the attempt's deadline (one of the timers it waits
+// for) makes the attempt unknown, and returns the attempt.
+func (f *fixture) runUntilUnknown(t *testing.T, r *jobs.Runner, jobID string, timers int) jobs.Attempt {
+	t.Helper()
+	wait := runAsync(context.Background(), r, jobID)
+	f.clock.step(t, timers, r.AttemptTimeout)
+	var inFlight *jobs.AttemptInFlightError
+	if _, err := wait(t); !errors.As(err, &inFlight) || inFlight.State != jobs.AttemptUnknown {
+		t.Fatalf("Run = %v, want ErrAttemptInFlight naming an unknown attempt", err)
+	}
+	return f.attempts(t, jobID)[0]
+}
+
 // refOnlyProvider can look requests up by its reference only, like many
 // real APIs: asked by idempotency key, it says it cannot answer.
 type refOnlyProvider struct{ *fakeProvider }
@@ -150,17 +166,10 @@ func TestReconcilerLeavesAttemptItCannotLookUpToAnOperator(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		f := newFixture(t, sc)
 		ctx := context.Background()
-		alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Hour, noAck: true, result: json.RawMessage(goodA)}
-		r := f.newRunner(alpha, nil)
-		r.Fallbacks = nil
+		alpha, r := f.ackLostRunner()
 		r.Providers = map[string]jobs.Provider{"alpha": refOnlyProvider{alpha}}
 		j := f.submit(t, "k", "alpha")
-		wait := runAsync(ctx, r, j.ID)
-		f.clock.step(t, 2, r.AttemptTimeout)
-		if _, err := wait(t); !errors.Is(err, jobs.ErrAttemptInFlight) {
-			t.Fatalf("Run = %v, want ErrAttemptInFlight", err)
-		}
-		a := f.attempts(t, j.ID)[0]
+		a := f.runUntilUnknown(t, r, j.ID, 2)
 
 		var logs syncBuffer
 		rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute,
@@ -310,44 +319,10 @@ func TestReconcilersRacingResolveEachAttemptOnce(t *testing.T) {
 		}
 		f.clock.Advance(10 * time.Minute)
 
-		recs := make([]*jobs.Reconciler, nReconcilers)
-		for i := range recs {
-			recs[i] = &jobs.Reconciler{Manager: f.managerOn(f.another()), Providers: map[string]jobs.Provider{"alpha": alpha},
-				StaleAfter: time.Minute, BatchSize: 10}
-		}
-		var (
-			mu       sync.Mutex
-			resolved = map[string]int{}
-			claimed  int
-			errs     []error
-			wg       sync.WaitGroup
-			start    = make(chan struct{})
-		)
-		for _, rec := range recs {
-			wg.Go(func() {
-				<-start
-				for {
-					rep, err := rec.ReconcileOnce(ctx)
-					mu.Lock()
-					if err != nil {
-						errs = append(errs, err)
-					}
-					errs = append(errs, rep.Errors...)
-					claimed += rep.Claimed + rep.Settled
-					for _, r := range rep.Resolved {
-						resolved[r.AttemptID]++
-					}
-					mu.Unlock()
-					if err != nil || rep.Examined == 0 {
-						return
-					}
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		t.Logf("%d attempts seen but left to another reconciler", claimed)
-		for _, err := range errs {
+		recs := f.reconcilers(nReconcilers, alpha, func(r *jobs.Reconciler) { r.BatchSize = 10 })
+		resolved, sum := raceReconcilers(ctx, recs)
+		t.Logf("%d attempts seen but left to another reconciler", sum.Claimed+sum.Settled)
+		for _, err := range sum.Errors {
 			t.Errorf("reconcile: %v", err)
 		}
 		if len(resolved) != nJobs {
