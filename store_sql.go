@@ -556,11 +556,11 @@ func (s *SQLStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Atte
 			if err != nil {
 				return err
 			}
-			// The claim is checked in the transaction, which holds the
-			// write lock: no claim can change before the writes below.
 			if !cur.State.Open() {
 				return sql.ErrNoRows // reported below, as stored
 			}
+			// The claim is checked in the transaction, which holds the
+			// write lock: no claim can change before the writes below.
 			if err := s.checkClaim(ctx, conn, c.AttemptID, c.ClaimToken); errors.Is(err, ErrClaimLost) {
 				return sql.ErrNoRows // reported below, as stored
 			} else if err != nil {
