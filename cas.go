@@ -48,6 +48,15 @@ import (
 // *ContractViolationError. With any contract registered, Complete reads the
 // attempt's kind first (one extra read); without, it is one store call.
 func (m *Manager) Complete(ctx context.Context, attemptID string, result json.RawMessage) (Job, error) {
+	return m.complete(ctx, attemptID, result, "")
+}
+
+// complete is Complete for anyone (claimToken empty) or for the holder of a
+// reconciler's claim on the attempt (see Completion.ClaimToken). The
+// holder's call is never a repeat of an earlier one: if the attempt was
+// resolved meanwhile, it gets ErrInvalidTransition, and if its claim was
+// taken over, ErrClaimLost.
+func (m *Manager) complete(ctx context.Context, attemptID string, result json.RawMessage, claimToken string) (Job, error) {
 	if err := m.checkID(ctx, "attempt ID", attemptID); err != nil {
 		return Job{}, err
 	}
@@ -55,18 +64,21 @@ func (m *Manager) Complete(ctx context.Context, attemptID string, result json.Ra
 		return Job{}, err
 	}
 	if len(m.contracts) > 0 {
-		if err := m.checkContract(ctx, attemptID, result); err != nil {
+		if err := m.checkContract(ctx, attemptID, result, claimToken); err != nil {
 			return Job{}, err
 		}
 	}
 	start := time.Now()
 	wctx, cancel := m.writeContext(ctx)
 	defer cancel()
-	j, a, err := m.store.CompleteAttempt(wctx, Completion{AttemptID: attemptID, Result: result, At: m.now()})
+	j, a, err := m.store.CompleteAttempt(wctx, Completion{AttemptID: attemptID, Result: result, At: m.now(), ClaimToken: claimToken})
 	switch {
 	case err == nil:
 		m.emit(ctx, Event{Type: EventAttemptSucceeded, JobID: j.ID, AttemptID: attemptID, Provider: a.Provider, Duration: time.Since(start)})
 		return j, nil
+	case claimToken != "" && errors.Is(err, ErrInvalidTransition):
+		// Resolved by someone else while the reconciler asked: not a repeat.
+		return Job{}, err
 	case errors.Is(err, ErrInvalidTransition) && a.State == AttemptSucceeded && j.CompletedBy == attemptID:
 		// This attempt already won: a retried call after an ambiguous failure.
 		return j, nil

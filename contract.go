@@ -95,8 +95,10 @@ func (m *Manager) attemptKind(ctx context.Context, attemptID string) (Attempt, s
 
 // checkContract validates result against the contract of the attempt's kind.
 // A violation fails the attempt (when it is still open) and is returned as a
-// *ContractViolationError; nothing else is written.
-func (m *Manager) checkContract(ctx context.Context, attemptID string, result json.RawMessage) error {
+// *ContractViolationError; nothing else is written. With a reconciler's
+// claimToken, the attempt is failed only under that claim, and an attempt
+// that someone else resolved meanwhile is reported as such (see complete).
+func (m *Manager) checkContract(ctx context.Context, attemptID string, result json.RawMessage, claimToken string) error {
 	a, kind, err := m.attemptKind(ctx, attemptID)
 	if err != nil {
 		return err
@@ -116,15 +118,18 @@ func (m *Manager) checkContract(ctx context.Context, attemptID string, result js
 	wctx, cancel := m.writeContext(ctx)
 	defer cancel()
 	_, err = m.store.UpdateAttempt(wctx, AttemptUpdate{
-		ID:     a.ID,
-		From:   attemptSources[AttemptFailed],
-		To:     AttemptFailed,
-		Reason: sanitizeReason("contract " + c.Version + " violated: " + reason),
-		At:     m.now(),
+		ID:         a.ID,
+		From:       attemptSources[AttemptFailed],
+		To:         AttemptFailed,
+		Reason:     sanitizeReason("contract " + c.Version + " violated: " + reason),
+		At:         m.now(),
+		ClaimToken: claimToken,
 	})
-	if err != nil && !errors.Is(err, ErrInvalidTransition) {
+	if err != nil && (claimToken != "" || !errors.Is(err, ErrInvalidTransition)) {
 		// The attempt could not be marked failed: report that, not the
-		// violation, so that the caller knows the attempt is still open.
+		// violation, so that the caller knows the attempt is still open,
+		// or that a reconciler's claim on it was taken over or that it
+		// was resolved while the reconciler asked.
 		return err
 	}
 	// An attempt that was already terminal (a retried call) is unchanged;

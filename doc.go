@@ -163,7 +163,7 @@
 // resolved the attempt while its call ran, Run stops and returns an error
 // matching ErrInvalidTransition; if another attempt completed the job, Run
 // returns it. Outcomes, the acknowledgement included, are recorded on a
-// context detached from the caller's. Provider.Call should send attempt.ID
+// context detached from the caller's. Provider.Call should send [Attempt.ProviderKey]
 // to the provider as its idempotency key: the reconciler looks an attempt up
 // by it when no reference was recorded.
 //
@@ -174,9 +174,16 @@
 // to their end and their outcomes are recorded (a late result is dropped,
 // its attempt lost or cancelled), unless Runner.AbandonLosers cancels them.
 //
-// Reconciliation. A [Reconciler] asks providers, by the reference recorded at
-// running, about unknown and stale attempts, and completes, fails or cancels
-// them; any number may run at once, each attempt is resolved once:
+// Reconciliation. A [Reconciler] asks providers about unknown and stale
+// attempts, by the reference recorded at running or else by the attempt's
+// idempotency key ([Attempt.ProviderKey], which Provider.Call sends), and
+// completes, fails or cancels them by the answer. Only evidence resolves an
+// attempt in doubt, never the clock: pending answers and failed lookups are
+// asked again, and an attempt whose provider cannot look it up
+// ([ErrLookupUnsupported]) is reported for an operator. Any number may run
+// at once: each claims an attempt, with a token and a lease stored with it,
+// before asking, and an answer whose claim was taken over is refused, so
+// that each attempt is resolved once:
 //
 //	rec := &jobs.Reconciler{Manager: m, Providers: ps, StaleAfter: 5 * time.Minute}
 //	go rec.Run(ctx, 30*time.Second)

@@ -30,10 +30,11 @@ const (
 
 // Event types of verification, hedging and reconciliation.
 const (
-	EventProviderVerified   EventType = "provider.verified"            // a verification passed
-	EventVerificationFailed EventType = "provider.verification_failed" // a verification failed
-	EventHedgeStarted       EventType = "attempt.hedge_started"        // a Runner started a hedge after a silence
-	EventAttemptReconciled  EventType = "attempt.reconciled"           // a Reconciler resolved an attempt
+	EventProviderVerified     EventType = "provider.verified"            // a verification passed
+	EventVerificationFailed   EventType = "provider.verification_failed" // a verification failed
+	EventHedgeStarted         EventType = "attempt.hedge_started"        // a Runner started a hedge after a silence
+	EventAttemptReconciled    EventType = "attempt.reconciled"           // a Reconciler resolved an attempt
+	EventAttemptNeedsOperator EventType = "attempt.needs_operator"       // a Reconciler cannot resolve an attempt in doubt: its provider cannot look it up
 )
 
 // Event describes one meaningful change, for metrics, traces and audit logs.

@@ -132,7 +132,8 @@ func (c *fakeClock) step(t testing.TB, n int, d time.Duration) {
 
 // fakeProvider is a scripted provider: it acknowledges each call (unless
 // noAck), waits delay on the fake clock, then returns result or err. Its
-// Lookup answers from outcomes, by reference, and counts the questions.
+// Lookup answers from outcomes, by reference, or by the attempt's key when
+// it has none, and counts the questions.
 type fakeProvider struct {
 	name   string
 	clock  jobs.Clock
@@ -170,16 +171,20 @@ func (p *fakeProvider) Call(ctx context.Context, job jobs.Job, a jobs.Attempt, a
 	return p.result, p.err
 }
 
-func (p *fakeProvider) Lookup(ctx context.Context, ref string) (jobs.Outcome, error) {
+func (p *fakeProvider) Lookup(ctx context.Context, a jobs.Attempt) (jobs.Outcome, error) {
+	key := a.ProviderRef
+	if key == "" {
+		key = a.ProviderKey()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.lookups == nil {
 		p.lookups = map[string]int{}
 	}
-	p.lookups[ref]++
-	o, ok := p.outcomes[ref]
+	p.lookups[key]++
+	o, ok := p.outcomes[key]
 	if !ok {
-		return jobs.Outcome{}, fmt.Errorf("%s: lookup %s: not scripted", p.name, ref)
+		return jobs.Outcome{}, fmt.Errorf("%s: lookup %s: not scripted", p.name, key)
 	}
 	return o, nil
 }

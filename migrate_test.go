@@ -177,47 +177,47 @@ func writeSchemaV1(t testing.TB, db *sql.DB, dialect string) {
 	}
 }
 
+// openUpgraded writes a database of dialect at an older schema version with
+// write, as an older release left it, and opens a store on it, which
+// migrates it.
+func openUpgraded(t *testing.T, dialect string, write func(testing.TB, *sql.DB, string)) *jobs.SQLStore {
+	t.Helper()
+	if dialect == "sqlite" {
+		path := filepath.Join(t.TempDir(), "old.db")
+		db, err := sql.Open("sqlite3", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, db, dialect)
+		db.Close()
+		return jobstest.NewSQLiteAt(t, path)
+	}
+	dsn := jobstest.PostgresDSN(t)
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, db, dialect)
+	db.Close()
+	s, err := jobs.OpenPostgres(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	s.DB().SetMaxOpenConns(4)
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // TestUpgradeFromSchemaV1 opens a database left at schema version 1 with
 // data in it: opening migrates it, the data is intact, and the library works
 // on it.
 func TestUpgradeFromSchemaV1(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name string
-		open func(t *testing.T) *jobs.SQLStore
-	}{
-		{"sqlite", func(t *testing.T) *jobs.SQLStore {
-			path := filepath.Join(t.TempDir(), "old.db")
-			db, err := sql.Open("sqlite3", path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeSchemaV1(t, db, "sqlite")
-			db.Close()
-			return jobstest.NewSQLiteAt(t, path)
-		}},
-		{"postgres", func(t *testing.T) *jobs.SQLStore {
-			dsn := jobstest.PostgresDSN(t)
-			db, err := sql.Open("pgx", dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			writeSchemaV1(t, db, "postgres")
-			db.Close()
-			s, err := jobs.OpenPostgres(context.Background(), dsn)
-			if err != nil {
-				t.Fatalf("open: %v", err)
-			}
-			s.DB().SetMaxOpenConns(4)
-			t.Cleanup(func() { s.Close() })
-			return s
-		}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			s := tc.open(t)
+			s := openUpgraded(t, dialect, writeSchemaV1)
 			checkMigrationsRecorded(t, s)
 			m := jobs.New(s, jobs.Options{})
 

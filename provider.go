@@ -12,6 +12,13 @@ import (
 // promptly.
 type Provider interface {
 	// Call sends the attempt's request for job and returns the result.
+	//
+	// The request must carry attempt.ProviderKey() as its idempotency key at
+	// the provider (an Idempotency-Key header, a client request ID, …): it
+	// is how Lookup finds the request when its acknowledgement never
+	// arrived, and how the provider knows a resent request for the work it
+	// already has.
+	//
 	// As soon as the provider has accepted the request, and before waiting
 	// for the result, Call must pass the provider's reference for it to ack
 	// (it records the attempt as running, so that it can be looked up later
@@ -23,10 +30,38 @@ type Provider interface {
 	// leaves the outcome in doubt: the attempt becomes unknown.
 	Call(ctx context.Context, job Job, attempt Attempt, ack func(ref string) error) (json.RawMessage, error)
 
-	// Lookup asks the provider what became of the request with reference
-	// ref. A reconciler uses it to resolve attempts in doubt.
-	Lookup(ctx context.Context, ref string) (Outcome, error)
+	// Lookup asks the provider what became of the attempt's request: by
+	// attempt.ProviderRef when one was recorded, else by
+	// attempt.ProviderKey(), the idempotency key Call sent. A Reconciler uses
+	// it to resolve attempts in doubt, and only its answers (or an
+	// operator's) resolve them.
+	//
+	// Answer OutcomeNotFound only when the provider will never act on that
+	// request: it never arrived and cannot arrive any more (for example,
+	// the provider fences the key, so that a late request with it is
+	// refused). A request that may still arrive, or may still be worked on,
+	// is OutcomePending. The attempt is cancelled on OutcomeNotFound.
+	//
+	// A provider that cannot answer, for example one that can look requests
+	// up by its reference but not by the idempotency key, returns an error
+	// matching ErrLookupUnsupported: the attempt stays in doubt, and the
+	// Reconciler reports it as needing an operator. Any other error is
+	// taken as a failed lookup, asked again later.
+	Lookup(ctx context.Context, attempt Attempt) (Outcome, error)
 }
+
+// ErrLookupUnsupported is what Provider.Lookup returns (or wraps) when the
+// provider cannot say what became of a request, typically because it has
+// no reference for it and cannot search by idempotency key. The attempt
+// stays in doubt until an operator resolves it (Complete, Fail or Cancel).
+var ErrLookupUnsupported = errors.New("jobs: provider cannot look up this request")
+
+// ProviderKey returns the idempotency key of the attempt's request at its
+// provider: the attempt's ID. Provider.Call sends it with the request, and
+// Provider.Lookup finds the request by it when no reference was recorded.
+// Each attempt has its own key, so that a retry or a failover (a new
+// attempt) is a new request, while a resent request of one attempt is not.
+func (a Attempt) ProviderKey() string { return a.ID }
 
 // OutcomeState is what a provider says became of a request.
 type OutcomeState string
@@ -36,7 +71,7 @@ const (
 	OutcomePending   OutcomeState = "pending"   // still working on it
 	OutcomeSucceeded OutcomeState = "succeeded" // done; Outcome.Result holds the result
 	OutcomeFailed    OutcomeState = "failed"    // definitively failed; Outcome.Reason says why
-	OutcomeNotFound  OutcomeState = "not_found" // the provider has no such request
+	OutcomeNotFound  OutcomeState = "not_found" // the provider has no such request and will never act on it
 )
 
 // Outcome is a provider's answer to Lookup.

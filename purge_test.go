@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -448,30 +449,34 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
 		s := jobstest.NewPostgres(t)
-		ctx := context.Background()
 		// Fill the table so that the planner has a reason to prefer the index.
 		m := jobs.New(s, jobs.Options{})
 		for i := range 50 {
 			submitOK(t, m, chargeReq("u", fmt.Sprintf("k%d", i)))
 		}
-		tx, err := s.DB().BeginTx(ctx, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Rollback()
-		if _, err := tx.Exec(`ANALYZE jobs`); err != nil {
-			t.Fatal(err)
-		}
-		// With sequential scans priced out, a plan without the index means
-		// the predicate does not match the partial index.
-		if _, err := tx.Exec(`SET LOCAL enable_seqscan = off`); err != nil {
-			t.Fatal(err)
-		}
-		plan := explainPlan(t, tx, `EXPLAIN `+jobs.PurgeQuery("postgres"), cutoff, 10)
+		plan := postgresPlan(t, s.DB(), "jobs", jobs.PurgeQuery("postgres"), cutoff, 10)
 		if !strings.Contains(plan, "jobs_closed_at_idx") {
 			t.Errorf("plan does not use jobs_closed_at_idx:\n%s", plan)
 		}
 	})
+}
+
+// postgresPlan returns PostgreSQL's plan for query, with fresh statistics
+// of table and sequential scans priced out: a plan without an index then
+// means the query's predicate does not match it.
+func postgresPlan(t testing.TB, db *sql.DB, table, query string, args ...any) string {
+	t.Helper()
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	for _, q := range []string{`ANALYZE ` + table, `SET LOCAL enable_seqscan = off`} {
+		if _, err := tx.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return explainPlan(t, tx, `EXPLAIN `+query, args...)
 }
 
 // queryPlan returns the lines of an EXPLAIN's output.

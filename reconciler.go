@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,47 +17,97 @@ const (
 	DefaultReconcileSize = 100
 )
 
+// ErrClaimLost is what a ReconcileStore write presenting a claim token
+// returns when the attempt is no longer claimed with that token: another
+// reconciler took it over once the claim's lease had run out. Nothing was
+// written.
+var ErrClaimLost = errors.New("jobs: the reconciler's claim on the attempt was taken over")
+
 // StaleQuery is the input of ReconcileStore.StaleAttempts.
 type StaleQuery struct {
 	UnknownBefore time.Time // unknown attempts last updated before this
 	OpenBefore    time.Time // starting and running attempts last updated before this
-	Limit         int
+
+	// UnclaimedAt, if not zero, leaves out the attempts whose claim lasts
+	// beyond it: those a reconciler is examining. Zero lists them too.
+	UnclaimedAt time.Time
+
+	Limit int
 }
 
-// AttemptClaim is the input of ReconcileStore.ClaimAttempt.
+// AttemptClaim is the input of ReconcileStore.ClaimAttempt and RenewClaim.
 type AttemptClaim struct {
 	ID        string
 	State     AttemptState // as read by StaleAttempts
 	UpdatedAt time.Time    // as read by StaleAttempts
-	At        time.Time    // the new UpdatedAt
+	Token     string       // names the claim; the writes that resolve the attempt present it
+	At        time.Time    // when the claim is taken: a claim lasting beyond At holds
+	Until     time.Time    // when the claim's lease ends
 }
 
-// ReconcileStore is implemented by stores that can find attempts for a
-// Reconciler. *SQLStore implements it on both dialects.
+// ReconcileStore is implemented by stores that can find and claim attempts
+// for a Reconciler. *SQLStore implements it on both dialects; the
+// conformance suite in package jobstest proves an implementation.
+//
+// A reconciler claims an attempt before it asks the provider about it. The
+// claim is a token and a lease (until AttemptClaim.Until). While the lease
+// runs nobody else can claim the attempt, and StaleAttempts leaves it out;
+// once it has run out, another reconciler may take the attempt over with a
+// claim of its own. The reconciler records what it learned with writes that
+// present its token (AttemptUpdate.ClaimToken, Completion.ClaimToken and
+// RenewClaim): once the attempt is claimed with another token, such a write
+// is refused with ErrClaimLost and writes nothing, so that an attempt is
+// resolved once however long a lookup took. Writes without a token, a
+// runner's own Complete, Fail or MarkUnknown, ignore claims: a real result
+// is always welcome.
 type ReconcileStore interface {
 	// StaleAttempts returns up to q.Limit attempts that are unknown and
 	// were last updated before q.UnknownBefore, or starting or running and
-	// last updated before q.OpenBefore, least recently updated first.
+	// last updated before q.OpenBefore, least recently updated first; when
+	// q.UnclaimedAt is not zero, only those not claimed beyond it.
 	StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, error)
 
-	// ClaimAttempt sets the attempt's UpdatedAt to c.At if its state and
-	// UpdatedAt are still c.State and c.UpdatedAt, and reports whether it
-	// did. Of several reconcilers that read the same stale attempt, exactly
-	// one claims it; the claim also postpones the next look at it.
-	ClaimAttempt(ctx context.Context, c AttemptClaim) (bool, error)
+	// ClaimAttempt claims the attempt c.ID with c.Token until c.Until, if
+	// it is still open, in state c.State and last updated at c.UpdatedAt
+	// (as StaleAttempts read it), and not claimed beyond c.At. It returns
+	// the attempt and true if it did, or false, having written nothing.
+	// Of several reconcilers racing for one attempt, exactly one claims it.
+	ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt, bool, error)
+
+	// RenewClaim moves the end of the claim c.Token on attempt c.ID to
+	// c.Until, sooner or later, if the attempt is still claimed with that
+	// token, and reports whether it was; if not, it writes nothing. A
+	// reconciler that learned nothing final uses it to set when the attempt
+	// is looked at next. It reads only c.ID, c.Token and c.Until.
+	RenewClaim(ctx context.Context, c AttemptClaim) (bool, error)
 }
 
 // Reconciler is the out-of-band process that resolves attempts in doubt:
 // unknown ones, and starting or running ones nobody has touched for
 // StaleAfter (their worker crashed). It asks each attempt's provider what
-// became of the request, by the reference recorded at running, and
-// completes, fails or cancels the attempt accordingly. An attempt without a
-// reference is cancelled once it is Grace old: the provider never
-// acknowledged it.
+// became of the request (Provider.Lookup: by the reference recorded at
+// running, else by the idempotency key the attempt sent) and completes,
+// fails or cancels the attempt according to the answer.
 //
-// Several reconcilers may run at once, in one process or many: each stale
-// attempt is claimed by exactly one of them before its provider is asked,
-// and the state-guarded transitions let only one resolution win in any case.
+// Only evidence resolves an attempt in doubt: the provider's answer, or an
+// operator's decision. The passing of time never does, since the provider
+// may still act: an attempt whose provider answers pending, or whose lookup
+// fails, stays in doubt and is asked again RecheckAfter later. One whose
+// provider cannot look it up (ErrLookupUnsupported) is reported for an
+// operator, in ReconcileReport.NeedsOperator, a warning and an
+// EventAttemptNeedsOperator event, every StaleAfter until someone records
+// its outcome with Complete, Fail or Cancel.
+//
+// Several reconcilers may run at once, in one process or many. Each claims
+// an attempt before asking its provider (see ReconcileStore), for a lease of
+// LookupTimeout plus twice the Manager's WriteTimeout, counted from the
+// moment it takes the claim: long enough for the claim's write, the lookup
+// and the write that records the answer, so that a live reconciler always
+// answers within its lease and no other asks the provider meanwhile. A
+// reconciler that overruns its lease (a paused process) may be taken over;
+// its late answer is then refused by the claim's token and counted in
+// ReconcileReport.TakenOver. A runner's own result, which carries no claim,
+// is always recorded.
 type Reconciler struct {
 	Manager *Manager
 
@@ -69,13 +120,11 @@ type Reconciler struct {
 	// are left to it. Defaults to DefaultStaleAfter.
 	StaleAfter time.Duration
 
-	// RecheckAfter is how long after its last change (or last examination)
-	// an unknown attempt is examined. Defaults to DefaultRecheckAfter.
+	// RecheckAfter is how long after its last change an unknown attempt is
+	// examined, and how long after a lookup that settled nothing (pending,
+	// or failed) the attempt is examined again. Defaults to
+	// DefaultRecheckAfter.
 	RecheckAfter time.Duration
-
-	// Grace is the age (since its creation) after which an attempt without
-	// a provider reference is cancelled. Defaults to StaleAfter.
-	Grace time.Duration
 
 	// LookupTimeout bounds each Provider.Lookup. Defaults to
 	// DefaultLookupTimeout.
@@ -85,8 +134,8 @@ type Reconciler struct {
 	// to DefaultReconcileSize.
 	BatchSize int
 
-	// Clock paces Run. Ages are measured with the Manager's clock
-	// (Options.Now), the one attempts are stamped with.
+	// Clock paces Run. Ages and leases are measured with the Manager's
+	// clock (Options.Now), the one attempts are stamped with.
 	Clock Clock
 
 	// Logger defaults to the Manager's.
@@ -107,10 +156,25 @@ type Resolution struct {
 type ReconcileReport struct {
 	Examined int          // stale attempts found
 	Resolved []Resolution // moved to a terminal state by this pass
-	Pending  int          // the provider is still working, or the grace period runs
+	Pending  int          // the provider is still working on it: asked again after RecheckAfter
 	Claimed  int          // claimed first by another reconciler: left alone
 	Settled  int          // resolved meanwhile by someone else
-	Errors   []error      // lookups or writes that failed; retried next pass
+	// TakenOver counts attempts whose claim another reconciler took over
+	// while this pass was asking the provider: its answer was not recorded.
+	TakenOver int
+	// NeedsOperator lists attempts left in doubt because their provider
+	// cannot look them up (ErrLookupUnsupported).
+	NeedsOperator []Attempt
+	Errors        []error // lookups or writes that failed; retried after RecheckAfter
+}
+
+// claimPrefix makes claim tokens recognisable in the database.
+const claimPrefix = "clm_"
+
+// claim is an attempt this reconciler holds, and the token that proves it.
+type claim struct {
+	a     Attempt // as claimed
+	token string
 }
 
 // ReconcileOnce examines up to BatchSize stale attempts once.
@@ -127,14 +191,17 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (ReconcileReport, error)
 	if !ok {
 		return rep, errUnsupported("ReconcileOnce")
 	}
-	stale := orDefault(r.StaleAfter, DefaultStaleAfter)
-	recheck := orDefault(r.RecheckAfter, DefaultRecheckAfter)
 	now := m.now()
 	batch := r.BatchSize
 	if batch <= 0 {
 		batch = DefaultReconcileSize
 	}
-	list, err := rs.StaleAttempts(ctx, StaleQuery{UnknownBefore: now.Add(-recheck), OpenBefore: now.Add(-stale), Limit: batch})
+	list, err := rs.StaleAttempts(ctx, StaleQuery{
+		UnknownBefore: now.Add(-orDefault(r.RecheckAfter, DefaultRecheckAfter)),
+		OpenBefore:    now.Add(-orDefault(r.StaleAfter, DefaultStaleAfter)),
+		UnclaimedAt:   now,
+		Limit:         batch,
+	})
 	if err != nil {
 		return rep, err
 	}
@@ -143,7 +210,7 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (ReconcileReport, error)
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		claimed, err := rs.ClaimAttempt(ctx, AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt, At: now})
+		c, claimed, err := r.claim(ctx, rs, a)
 		if err != nil {
 			rep.Errors = append(rep.Errors, err)
 			continue
@@ -152,7 +219,7 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (ReconcileReport, error)
 			rep.Claimed++
 			continue
 		}
-		r.resolve(ctx, a, now, &rep)
+		r.resolve(ctx, rs, c, &rep)
 	}
 	return rep, nil
 }
@@ -198,82 +265,154 @@ func orDefault(d, def time.Duration) time.Duration {
 	return d
 }
 
-// resolve asks a's provider and records the answer.
-func (r *Reconciler) resolve(ctx context.Context, a Attempt, now time.Time, rep *ReconcileReport) {
+// lease is how long a claim lasts: the claim's write, the lookup and the
+// write that records the answer each end within it.
+func (r *Reconciler) lease() time.Duration {
+	return orDefault(r.LookupTimeout, DefaultLookupTimeout) + 2*r.Manager.opts.WriteTimeout
+}
+
+// claim claims a, stale as listed, stamping the lease with the time the
+// claim is taken.
+func (r *Reconciler) claim(ctx context.Context, rs ReconcileStore, a Attempt) (claim, bool, error) {
 	m := r.Manager
-	if a.ProviderRef == "" {
-		grace := orDefault(r.Grace, orDefault(r.StaleAfter, DefaultStaleAfter))
-		if now.Sub(a.CreatedAt) < grace {
-			rep.Pending++
-			return
-		}
-		r.record(ctx, a, AttemptCancelled, fmt.Sprintf("no provider reference after %s: the provider never acknowledged it", grace), rep)
-		return
-	}
+	wctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+	defer cancel()
+	at := m.now()
+	c := claim{token: newID(claimPrefix, at)}
+	var ok bool
+	var err error
+	c.a, ok, err = rs.ClaimAttempt(wctx, AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
+		Token: c.token, At: at, Until: at.Add(r.lease())})
+	return c, ok, err
+}
+
+// resolve asks the provider of the claimed attempt what became of it and
+// records the answer, presenting the claim's token.
+func (r *Reconciler) resolve(ctx context.Context, rs ReconcileStore, c claim, rep *ReconcileReport) {
+	a := c.a
+	recheck := orDefault(r.RecheckAfter, DefaultRecheckAfter)
 	p := r.Providers[a.Provider]
 	if p == nil {
 		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: no provider %q configured", a.ID, a.Provider))
+		r.postpone(ctx, rs, c, recheck, rep)
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, orDefault(r.LookupTimeout, DefaultLookupTimeout))
-	out, err := p.Lookup(lctx, a.ProviderRef)
+	out, err := p.Lookup(lctx, a)
 	cancel()
-	if err != nil {
-		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: lookup %s at %s: %w", a.ID, a.ProviderRef, a.Provider, err))
+	switch {
+	case errors.Is(err, ErrLookupUnsupported):
+		if r.postpone(ctx, rs, c, orDefault(r.StaleAfter, DefaultStaleAfter), rep) {
+			r.needsOperator(ctx, a, err, rep)
+		}
+		return
+	case err != nil:
+		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: lookup of %s at %s: %w", a.ID, lookupKey(a), a.Provider, err))
+		r.postpone(ctx, rs, c, recheck, rep)
 		return
 	}
 	switch out.State {
 	case OutcomePending:
-		rep.Pending++
+		if r.postpone(ctx, rs, c, recheck, rep) {
+			rep.Pending++
+		}
 	case OutcomeSucceeded:
-		_, err := m.Complete(ctx, a.ID, out.Result)
-		var to AttemptState
-		switch {
-		case err == nil:
-			to = AttemptSucceeded
-		case errors.Is(err, ErrLostRace):
-			to = AttemptLost
-		case errors.Is(err, ErrContractViolation):
-			to = AttemptFailed
-		case errors.Is(err, ErrJobClosed):
-			to = AttemptCancelled
-		case errors.Is(err, ErrInvalidTransition):
-			rep.Settled++
-			return
-		default:
-			rep.Errors = append(rep.Errors, err)
-			return
-		}
-		reason := "provider reported a result"
-		if err != nil {
-			reason += ": " + err.Error()
-		}
-		r.resolved(ctx, a, to, reason, rep)
+		r.complete(ctx, c, out.Result, rep)
 	case OutcomeFailed:
-		r.record(ctx, a, AttemptFailed, sanitizeReason("provider reported failure: "+out.Reason), rep)
+		r.settle(ctx, c, AttemptFailed, sanitizeReason("provider reported failure: "+out.Reason), rep)
 	case OutcomeNotFound:
-		r.record(ctx, a, AttemptCancelled, "provider has no such request", rep)
+		r.settle(ctx, c, AttemptCancelled, "provider never received the request and will not act on it", rep)
 	default:
 		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: provider %s answered unknown outcome %q", a.ID, a.Provider, out.State))
+		r.postpone(ctx, rs, c, recheck, rep)
 	}
 }
 
-// record moves a to a terminal state to (failed or cancelled).
-func (r *Reconciler) record(ctx context.Context, a Attempt, to AttemptState, reason string, rep *ReconcileReport) {
-	var err error
-	if to == AttemptFailed {
-		_, err = r.Manager.Fail(ctx, a.ID, reason)
-	} else {
-		_, err = r.Manager.Cancel(ctx, a.ID, reason)
+// lookupKey says how a's provider is asked about it.
+func lookupKey(a Attempt) string {
+	if a.ProviderRef != "" {
+		return "reference " + a.ProviderRef
 	}
+	return "key " + a.ProviderKey()
+}
+
+// postpone sets the claim to end d from now, when the attempt is looked at
+// again, and reports whether the claim still held.
+func (r *Reconciler) postpone(ctx context.Context, rs ReconcileStore, c claim, d time.Duration, rep *ReconcileReport) bool {
+	m := r.Manager
+	wctx, cancel := m.writeContext(ctx)
+	defer cancel()
+	held, err := rs.RenewClaim(wctx, AttemptClaim{ID: c.a.ID, Token: c.token, Until: m.now().Add(d)})
+	switch {
+	case err != nil:
+		rep.Errors = append(rep.Errors, err)
+	case !held:
+		rep.TakenOver++
+	}
+	return held
+}
+
+// complete offers the result the provider reported for the claimed attempt.
+func (r *Reconciler) complete(ctx context.Context, c claim, result json.RawMessage, rep *ReconcileReport) {
+	_, err := r.Manager.complete(ctx, c.a.ID, result, c.token)
+	var to AttemptState
 	switch {
 	case err == nil:
-		r.resolved(ctx, a, to, reason, rep)
+		to = AttemptSucceeded
+	case errors.Is(err, ErrClaimLost):
+		rep.TakenOver++
+		return
+	case errors.Is(err, ErrLostRace):
+		to = AttemptLost
+	case errors.Is(err, ErrContractViolation):
+		to = AttemptFailed // by Complete
+	case errors.Is(err, ErrJobClosed):
+		to = AttemptCancelled
+	case errors.Is(err, ErrInvalidInput):
+		// Not a result anything could use (empty, not JSON, too large):
+		// the provider answered, and the answer is a failure.
+		r.settle(ctx, c, AttemptFailed, sanitizeReason("provider reported an unusable result: "+err.Error()), rep)
+		return
 	case errors.Is(err, ErrInvalidTransition):
 		rep.Settled++
+		return
 	default:
 		rep.Errors = append(rep.Errors, err)
+		return
 	}
+	reason := "provider reported a result"
+	if err != nil {
+		reason += ": " + err.Error()
+	}
+	r.resolved(ctx, c.a, to, reason, rep)
+}
+
+// settle moves the claimed attempt to a terminal state, failed or
+// cancelled, as Fail or Cancel would, presenting the claim's token.
+func (r *Reconciler) settle(ctx context.Context, c claim, to AttemptState, reason string, rep *ReconcileReport) {
+	m := r.Manager
+	start := time.Now()
+	wctx, cancel := m.writeContext(ctx)
+	defer cancel()
+	a, err := m.store.UpdateAttempt(wctx, AttemptUpdate{ID: c.a.ID, From: attemptSources[to], To: to, Reason: reason,
+		ClaimToken: c.token, At: m.now()})
+	switch {
+	case errors.Is(err, ErrClaimLost):
+		rep.TakenOver++
+		return
+	case errors.Is(err, ErrInvalidTransition):
+		rep.Settled++
+		return
+	case err != nil:
+		rep.Errors = append(rep.Errors, err)
+		return
+	}
+	typ := EventAttemptCancelled
+	if to == AttemptFailed {
+		typ = EventAttemptFailed
+	}
+	m.emit(ctx, Event{Type: typ, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider, Reason: reason, Duration: time.Since(start)})
+	r.resolved(ctx, c.a, to, reason, rep)
 }
 
 func (r *Reconciler) resolved(ctx context.Context, a Attempt, to AttemptState, reason string, rep *ReconcileReport) {
@@ -283,4 +422,14 @@ func (r *Reconciler) resolved(ctx context.Context, a Attempt, to AttemptState, r
 		"provider", a.Provider, "from", a.State, "to", to, "reason", reason)
 	r.Manager.emit(ctx, Event{Type: EventAttemptReconciled, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider,
 		Reason: fmt.Sprintf("%s -> %s: %s", a.State, to, reason)})
+}
+
+// needsOperator reports a, which its provider cannot look up, for an
+// operator to resolve; it stays in doubt meanwhile.
+func (r *Reconciler) needsOperator(ctx context.Context, a Attempt, err error, rep *ReconcileReport) {
+	rep.NeedsOperator = append(rep.NeedsOperator, a)
+	r.logger().WarnContext(ctx, "jobs: attempt in doubt needs an operator: its provider cannot look it up; resolve it with Complete, Fail or Cancel",
+		"job_id", a.JobID, "attempt_id", a.ID, "provider", a.Provider, "state", a.State, "provider_key", a.ProviderKey(), "error", err)
+	r.Manager.emit(ctx, Event{Type: EventAttemptNeedsOperator, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider,
+		Reason: "provider cannot look up " + lookupKey(a), Err: err})
 }

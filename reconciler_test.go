@@ -1,10 +1,13 @@
 package jobs_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,54 +15,196 @@ import (
 	"github.com/intentjobs/jobs"
 )
 
-// A worker crashed after StartAttempt, before its provider acknowledged: the
-// attempt stays starting and blocks the job until the reconciler cancels it.
-func TestReconcilerCancelsCrashedWorkersStartingAttempt(t *testing.T) {
+// An attempt in doubt without a provider reference — its acknowledgement
+// never arrived before the runner's deadline, or its worker crashed before
+// the provider answered — is resolved only by what the provider says when
+// asked by the attempt's idempotency key, however long ago it started. The
+// provider is never asked to do the work of a job twice.
+func TestReconcilerResolvesAttemptsWithoutReferenceOnlyByLookupByKey(t *testing.T) {
+	tests := []struct {
+		name      string
+		crashed   bool          // the worker crashed after StartAttempt: starting, never called
+		outcome   *jobs.Outcome // nil: the lookup fails
+		wantState jobs.AttemptState
+	}{
+		{"ack lost, work done", false, &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded},
+		{"ack lost, still working", false, &jobs.Outcome{State: jobs.OutcomePending}, jobs.AttemptUnknown},
+		{"ack lost, lookup fails", false, nil, jobs.AttemptUnknown},
+		{"ack lost, provider failed", false, &jobs.Outcome{State: jobs.OutcomeFailed, Reason: "quota"}, jobs.AttemptFailed},
+		{"ack lost, never received", false, &jobs.Outcome{State: jobs.OutcomeNotFound}, jobs.AttemptCancelled},
+		{"crashed, work done", true, &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded},
+		{"crashed, still working", true, &jobs.Outcome{State: jobs.OutcomePending}, jobs.AttemptStarting},
+	}
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		f := newFixture(t, sc)
 		ctx := context.Background()
+		alpha, r := f.ackLostRunner()
+		calls := 0
+		attempts := map[string]jobs.Attempt{}
+		for _, tt := range tests {
+			j := f.submit(t, tt.name, "alpha")
+			if tt.crashed {
+				if _, err := f.m.StartAttempt(ctx, j.ID, ""); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				f.runUntilUnknown(t, r, j.ID, 2) // the provider's delay and the attempt's deadline
+				calls++
+			}
+			as := f.attempts(t, j.ID)
+			if len(as) != 1 || as[0].ProviderRef != "" {
+				t.Fatalf("%s: attempts %v, ref %q; want one without a reference", tt.name, states(as), as[0].ProviderRef)
+			}
+			if tt.outcome != nil {
+				alpha.setOutcome(as[0].ProviderKey(), *tt.outcome)
+			}
+			attempts[tt.name] = as[0]
+		}
+		rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute}
+		for day := 1; day <= 2; day++ {
+			f.clock.Advance(24 * time.Hour) // far past any grace period the clock could offer
+			if _, err := rec.ReconcileOnce(ctx); err != nil {
+				t.Fatalf("day %d: ReconcileOnce: %v", day, err)
+			}
+			for _, tt := range tests {
+				a, _ := f.m.Attempt(ctx, attempts[tt.name].ID)
+				if a.State != tt.wantState {
+					t.Errorf("day %d, %s: attempt %s, want %s (%s)", day, tt.name, a.State, tt.wantState, a.Reason)
+				}
+			}
+		}
+		for _, tt := range tests {
+			a, _ := f.m.Attempt(ctx, attempts[tt.name].ID)
+			if a.State != tt.wantState {
+				continue // reported above; a Run would call the provider again
+			}
+			alpha.mu.Lock()
+			asked := alpha.lookups[a.ProviderKey()]
+			alpha.mu.Unlock()
+			if asked == 0 {
+				t.Errorf("%s: the provider was never asked about %s", tt.name, a.ProviderKey())
+			}
+			if tt.wantState.Open() {
+				if _, err := r.Run(ctx, a.JobID); !errors.Is(err, jobs.ErrAttemptInFlight) {
+					t.Errorf("%s: Run past the attempt in doubt = %v, want ErrAttemptInFlight", tt.name, err)
+				}
+			}
+			if tt.wantState == jobs.AttemptSucceeded {
+				j, err := r.Run(ctx, a.JobID)
+				if err != nil || j.State != jobs.JobSucceeded || string(j.Result) != goodA {
+					t.Errorf("%s: Run after the lookup = %s %s, %v; want the provider's result", tt.name, j.State, j.Result, err)
+				}
+			}
+		}
+		if n := alpha.callCount(); n != calls {
+			t.Errorf("provider called %d times for %d jobs: an intent was executed twice", n, calls)
+		}
+		if n := f.ev.count(jobs.EventAttemptReconciled); n != 4 {
+			t.Errorf("%d reconciled events, want 4", n)
+		}
+		f.checkInvariants(t)
+	})
+}
+
+// ackLostRunner returns a runner over alpha alone, a provider that does
+// the work but whose acknowledgements never arrive.
+func (f *fixture) ackLostRunner() (*fakeProvider, *jobs.Runner) {
+	alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Hour, noAck: true, result: json.RawMessage(goodA)}
+	r := f.newRunner(alpha, nil)
+	r.Fallbacks = nil
+	return alpha, r
+}
+
+// runUntilUnknown runs the job once with r, whose provider never
+// acknowledges, until the attempt's deadline (one of the timers it waits
+// for) makes the attempt unknown, and returns the attempt.
+func (f *fixture) runUntilUnknown(t *testing.T, r *jobs.Runner, jobID string, timers int) jobs.Attempt {
+	t.Helper()
+	wait := runAsync(context.Background(), r, jobID)
+	f.clock.step(t, timers, r.AttemptTimeout)
+	var inFlight *jobs.AttemptInFlightError
+	if _, err := wait(t); !errors.As(err, &inFlight) || inFlight.State != jobs.AttemptUnknown {
+		t.Fatalf("Run = %v, want ErrAttemptInFlight naming an unknown attempt", err)
+	}
+	return f.attempts(t, jobID)[0]
+}
+
+// refOnlyProvider can look requests up by its reference only, like many
+// real APIs: asked by idempotency key, it says it cannot answer.
+type refOnlyProvider struct{ *fakeProvider }
+
+func (p refOnlyProvider) Lookup(ctx context.Context, a jobs.Attempt) (jobs.Outcome, error) {
+	if a.ProviderRef == "" {
+		return jobs.Outcome{}, fmt.Errorf("%s has no lookup by idempotency key: %w", p.name, jobs.ErrLookupUnsupported)
+	}
+	return p.fakeProvider.Lookup(ctx, a)
+}
+
+// syncBuffer is a log destination safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// An attempt in doubt whose provider cannot look it up without a reference
+// stays in doubt, however long it waits: the reconciler reports it for an
+// operator (in its report, a warning and an event) and leaves it alone,
+// until the operator decides.
+func TestReconcilerLeavesAttemptItCannotLookUpToAnOperator(t *testing.T) {
+	forEachStore(t, func(t *testing.T, sc storeCase) {
+		f := newFixture(t, sc)
+		ctx := context.Background()
+		alpha, r := f.ackLostRunner()
+		r.Providers = map[string]jobs.Provider{"alpha": refOnlyProvider{alpha}}
 		j := f.submit(t, "k", "alpha")
-		a, err := f.m.StartAttempt(ctx, j.ID, "")
-		if err != nil {
+		a := f.runUntilUnknown(t, r, j.ID, 2)
+
+		var logs syncBuffer
+		rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute,
+			Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+		for day := 1; day <= 2; day++ {
+			f.clock.Advance(24 * time.Hour)
+			rep, err := rec.ReconcileOnce(ctx)
+			if err != nil || len(rep.Resolved) != 0 || len(rep.NeedsOperator) != 1 || rep.NeedsOperator[0].ID != a.ID {
+				t.Fatalf("day %d: ReconcileOnce = %+v, %v; want the attempt reported for an operator", day, rep, err)
+			}
+			if got, _ := f.m.Attempt(ctx, a.ID); got.State != jobs.AttemptUnknown {
+				t.Fatalf("day %d: attempt %s, want it left unknown", day, got.State)
+			}
+		}
+		out := logs.String()
+		if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "attempt_id="+a.ID) || !strings.Contains(out, "job_id="+j.ID) {
+			t.Errorf("no warning naming the attempt and its job:\n%s", out)
+		}
+		if n := f.ev.count(jobs.EventAttemptNeedsOperator); n != 2 {
+			t.Errorf("%d needs-operator events, want one per report", n)
+		}
+		if n := f.ev.count(jobs.EventAttemptReconciled); n != 0 {
+			t.Errorf("%d reconciled events for an attempt nobody resolved", n)
+		}
+		if _, err := r.Run(ctx, j.ID); !errors.Is(err, jobs.ErrAttemptInFlight) || alpha.callCount() != 1 {
+			t.Errorf("Run past the attempt in doubt = %v after %d calls, want ErrAttemptInFlight after 1", err, alpha.callCount())
+		}
+		// The operator learns from the provider's dashboard that the request
+		// never arrived, and says so.
+		if _, err := f.m.Cancel(ctx, a.ID, "operator: not in the provider's logs"); err != nil {
 			t.Fatal(err)
 		}
-		alpha := &fakeProvider{name: "alpha", clock: f.clock}
-		rec := &jobs.Reconciler{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": alpha},
-			StaleAfter: time.Minute, Grace: 3 * time.Minute}
-
-		f.clock.Advance(59 * time.Second)
+		f.clock.Advance(24 * time.Hour)
 		if rep, err := rec.ReconcileOnce(ctx); err != nil || rep.Examined != 0 {
-			t.Fatalf("before StaleAfter: %+v, %v", rep, err)
-		}
-		f.clock.Advance(2 * time.Second)
-		rep, err := rec.ReconcileOnce(ctx)
-		if err != nil || rep.Examined != 1 || rep.Pending != 1 || len(rep.Resolved) != 0 {
-			t.Fatalf("within the grace period: %+v, %v", rep, err)
-		}
-		// Examined once: not again until it is stale again.
-		if rep, _ := rec.ReconcileOnce(ctx); rep.Examined != 0 {
-			t.Errorf("examined again at once: %+v", rep)
-		}
-		if _, err := f.m.StartAttempt(ctx, j.ID, ""); !errors.Is(err, jobs.ErrAttemptInFlight) {
-			t.Fatalf("StartAttempt past a starting attempt = %v", err)
-		}
-		f.clock.Advance(2 * time.Minute)
-		rep, err = rec.ReconcileOnce(ctx)
-		if err != nil || len(rep.Resolved) != 1 {
-			t.Fatalf("after the grace period: %+v, %v", rep, err)
-		}
-		res := rep.Resolved[0]
-		if res.AttemptID != a.ID || res.From != jobs.AttemptStarting || res.To != jobs.AttemptCancelled {
-			t.Errorf("resolution %+v", res)
-		}
-		if got, _ := f.m.Attempt(ctx, a.ID); got.State != jobs.AttemptCancelled {
-			t.Errorf("attempt %s", got.State)
-		}
-		if alpha.lookups != nil {
-			t.Errorf("provider asked about an attempt without a reference: %v", alpha.lookups)
-		}
-		if _, err := f.m.StartAttempt(ctx, j.ID, ""); err != nil {
-			t.Errorf("the job stays blocked: %v", err)
+			t.Errorf("after the operator's decision: %+v, %v", rep, err)
 		}
 		f.checkInvariants(t)
 	})
@@ -76,6 +221,7 @@ func TestReconcilerAsksProviderByReference(t *testing.T) {
 	}{
 		{"succeeded", &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded, jobs.JobSucceeded},
 		{"succeeded off contract", &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"text":"x"}`)}, jobs.AttemptFailed, jobs.JobRunning},
+		{"succeeded, unusable", &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"summary":`)}, jobs.AttemptFailed, jobs.JobRunning},
 		{"failed", &jobs.Outcome{State: jobs.OutcomeFailed, Reason: "content policy"}, jobs.AttemptFailed, jobs.JobRunning},
 		{"not found", &jobs.Outcome{State: jobs.OutcomeNotFound}, jobs.AttemptCancelled, jobs.JobRunning},
 		{"pending", &jobs.Outcome{State: jobs.OutcomePending}, jobs.AttemptRunning, jobs.JobRunning},
@@ -107,7 +253,7 @@ func TestReconcilerAsksProviderByReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Examined != len(tests) || len(rep.Resolved) != 4 || rep.Pending != 1 || len(rep.Errors) != 1 {
+		if rep.Examined != len(tests) || len(rep.Resolved) != 5 || rep.Pending != 1 || len(rep.Errors) != 1 {
 			t.Errorf("report %+v", rep)
 		}
 		for _, tt := range tests {
@@ -147,7 +293,8 @@ func TestReconcilersRacingResolveEachAttemptOnce(t *testing.T) {
 				t.Fatal(err)
 			}
 			if i%4 == 3 {
-				// Never acknowledged: cancelled after the grace period.
+				// Never acknowledged: looked up by key, and never received.
+				alpha.setOutcome(a.ProviderKey(), jobs.Outcome{State: jobs.OutcomeNotFound})
 				want[a.ID] = jobs.AttemptCancelled
 				continue
 			}
@@ -172,44 +319,10 @@ func TestReconcilersRacingResolveEachAttemptOnce(t *testing.T) {
 		}
 		f.clock.Advance(10 * time.Minute)
 
-		recs := make([]*jobs.Reconciler, nReconcilers)
-		for i := range recs {
-			recs[i] = &jobs.Reconciler{Manager: f.managerOn(f.another()), Providers: map[string]jobs.Provider{"alpha": alpha},
-				StaleAfter: time.Minute, BatchSize: 10}
-		}
-		var (
-			mu       sync.Mutex
-			resolved = map[string]int{}
-			claimed  int
-			errs     []error
-			wg       sync.WaitGroup
-			start    = make(chan struct{})
-		)
-		for _, rec := range recs {
-			wg.Go(func() {
-				<-start
-				for {
-					rep, err := rec.ReconcileOnce(ctx)
-					mu.Lock()
-					if err != nil {
-						errs = append(errs, err)
-					}
-					errs = append(errs, rep.Errors...)
-					claimed += rep.Claimed + rep.Settled
-					for _, r := range rep.Resolved {
-						resolved[r.AttemptID]++
-					}
-					mu.Unlock()
-					if err != nil || rep.Examined == 0 {
-						return
-					}
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-		t.Logf("%d attempts seen but left to another reconciler", claimed)
-		for _, err := range errs {
+		recs := f.reconcilers(nReconcilers, alpha, func(r *jobs.Reconciler) { r.BatchSize = 10 })
+		resolved, sum := raceReconcilers(ctx, recs)
+		t.Logf("%d attempts seen but left to another reconciler", sum.Claimed+sum.Settled)
+		for _, err := range sum.Errors {
 			t.Errorf("reconcile: %v", err)
 		}
 		if len(resolved) != nJobs {
@@ -225,8 +338,8 @@ func TestReconcilersRacingResolveEachAttemptOnce(t *testing.T) {
 				t.Errorf("provider asked %d times about %s", n, ref)
 			}
 		}
-		if len(alpha.lookups) != nJobs*3/4 {
-			t.Errorf("provider asked about %d references, want %d", len(alpha.lookups), nJobs*3/4)
+		if len(alpha.lookups) != nJobs {
+			t.Errorf("provider asked about %d attempts, want %d", len(alpha.lookups), nJobs)
 		}
 		for id, st := range want {
 			if a, _ := f.m.Attempt(ctx, id); a.State != st {
@@ -258,7 +371,8 @@ func TestReconcilerRunEveryTick(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range 4 { // 2 minutes: stale and past its grace period
+		alpha.setOutcome(a.ProviderKey(), jobs.Outcome{State: jobs.OutcomeNotFound})
+		for range 4 { // 2 minutes: stale
 			f.clock.step(t, 1, 30*time.Second)
 		}
 		f.clock.waitTimers(t, 1)

@@ -340,6 +340,7 @@ func TestRunnerTimeoutWhileHedgeStarting(t *testing.T) {
 		f.checkInvariants(t)
 
 		alpha.setOutcome(as[0].ProviderRef, jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)})
+		beta.setOutcome(as[1].ProviderKey(), jobs.Outcome{State: jobs.OutcomeNotFound}) // never acknowledged: asked by key
 		rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: time.Minute}
 		f.clock.Advance(2 * time.Minute)
 		rep, err := rec.ReconcileOnce(ctx)

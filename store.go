@@ -66,7 +66,10 @@ type Store interface {
 	// while another attempt of the job is starting or unknown writes nothing
 	// and returns an *AttemptInFlightError naming it: at most one attempt per
 	// job is in doubt at any time. ErrNotFound if there is no such attempt.
-	// All of it is one atomic step, also against concurrent callers.
+	// With u.ClaimToken set (a reconciler's write), an attempt no longer
+	// claimed with that token is left as it is and returned with an error
+	// matching ErrClaimLost, whatever its state. All of it is one atomic step,
+	// also against concurrent callers.
 	UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error)
 
 	// CompleteAttempt offers c.Result for the attempt's job. If the attempt is
@@ -80,8 +83,11 @@ type Store interface {
 	//     and the error is a *JobClosedError.
 	// It returns the job and the attempt as they are after the call. If the
 	// attempt is not open it writes nothing and returns both as stored with a
-	// *TransitionError. ErrNotFound if there is no such attempt. All of it is
-	// one atomic step.
+	// *TransitionError. ErrNotFound if there is no such attempt. With
+	// c.ClaimToken set (a reconciler's write, only ever sent to a
+	// ReconcileStore), an attempt no longer claimed with that token is left
+	// as it is, and so is its job, both returned as stored with an error
+	// matching ErrClaimLost. All of it is one atomic step.
 	CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error)
 
 	// CloseJob moves an open (pending or running) job to c.To, failed or
@@ -109,6 +115,13 @@ type AttemptUpdate struct {
 	ProviderRef string
 	Reason      string
 	At          time.Time
+
+	// ClaimToken is empty for the writes of runners and callers, which
+	// ignore reconcilers' claims: a real outcome is always recorded. A
+	// Reconciler sets it to the token of its claim on the attempt (see
+	// ReconcileStore): the update then applies only while the attempt is
+	// still claimed with that token, and otherwise fails with ErrClaimLost.
+	ClaimToken string
 }
 
 // Completion is the input of Store.CompleteAttempt.
@@ -116,6 +129,11 @@ type Completion struct {
 	AttemptID string
 	Result    json.RawMessage
 	At        time.Time
+
+	// ClaimToken is as in AttemptUpdate: empty for a runner's result, which
+	// is offered whoever claims the attempt; a Reconciler's token, for a
+	// result it looked up, which is offered only while its claim holds.
+	ClaimToken string
 }
 
 // JobClose is the input of Store.CloseJob.

@@ -90,9 +90,10 @@ RETURNING ` + attemptCols,
 	// Complete in one statement. a and j lock the attempt, then its job, and
 	// return their latest committed versions; won is the compare-and-swap of
 	// DESIGN §3.4; att records the attempt's fate. The result ($2) appears
-	// only in won: a loser's result is stored nowhere.
+	// only in won: a loser's result is stored nowhere. A reconciler's claim
+	// token ($4) must still be the attempt's, or nothing changes.
 	completeCAS: `WITH a AS (
-    SELECT id, job_id, base_version, state FROM job_attempts WHERE id = $1 FOR UPDATE
+    SELECT id, job_id, base_version, state, claim_token FROM job_attempts WHERE id = $1 FOR UPDATE
 ), j AS (
     SELECT ` + qualify("jobs", jobCols) + ` FROM jobs JOIN a ON jobs.id = a.job_id FOR UPDATE OF jobs
 ), won AS (
@@ -101,6 +102,7 @@ RETURNING ` + attemptCols,
       FROM a
      WHERE jobs.id = a.job_id
        AND a.state IN ('starting', 'running', 'unknown')
+       AND ($4 = '' OR a.claim_token = $4)
        AND jobs.version = a.base_version
        AND jobs.completed_by IS NULL
        AND jobs.state = 'running'
@@ -118,6 +120,7 @@ RETURNING ` + attemptCols,
         updated_at = $3,
         finished_at = $3
      WHERE id = $1 AND state IN ('starting', 'running', 'unknown')
+       AND ($4 = '' OR claim_token = $4)
     RETURNING ` + attemptCols + `
 )
 SELECT won.*, att.* FROM won, att

@@ -90,6 +90,7 @@ const (
         updated_at   = $5,
         finished_at  = CASE WHEN $6 THEN $5 ELSE finished_at END
     WHERE id = $1 AND state IN ($7, $8, $9) AND ($3 = '' OR provider_ref = '')
+      AND ($10 = '' OR claim_token = $10)
     RETURNING ` + attemptCols
 
 	// closeJob fails or cancels an open job. With $5 (fail) it also requires
@@ -521,7 +522,7 @@ func (s *SQLStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt,
 		var a Attempt
 		err := s.withRetry(ctx, func() (err error) {
 			a, err = scanAttempt(s.db.QueryRowContext(ctx, s.d.rebind(qUpdateAttempt),
-				u.ID, string(u.To), u.ProviderRef, u.Reason, s.d.ts(u.At), u.To.Terminal(), from[0], from[1], from[2]))
+				u.ID, string(u.To), u.ProviderRef, u.Reason, s.d.ts(u.At), u.To.Terminal(), from[0], from[1], from[2], u.ClaimToken))
 			return err
 		})
 		if err == nil {
@@ -538,6 +539,9 @@ func (s *SQLStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt,
 		cur, err := s.attemptByID(ctx, s.db, u.ID)
 		if err != nil {
 			return Attempt{}, err
+		}
+		if err := s.checkClaim(ctx, s.db, u.ID, u.ClaimToken); err != nil {
+			return cur, err
 		}
 		if !slices.Contains(u.From, cur.State) || (u.ProviderRef != "" && cur.ProviderRef != "") {
 			return cur, &TransitionError{AttemptID: u.ID, From: cur.State, To: u.To}
@@ -581,7 +585,7 @@ func (s *SQLStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Atte
 	var err error
 	if s.d.ctes {
 		err = s.withRetry(ctx, func() (err error) {
-			j, err = scanJob(s.db.QueryRowContext(ctx, s.d.completeCAS, c.AttemptID, string(c.Result), at), attemptDest(&a)...)
+			j, err = scanJob(s.db.QueryRowContext(ctx, s.d.completeCAS, c.AttemptID, string(c.Result), at, c.ClaimToken), attemptDest(&a)...)
 			return err
 		})
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -594,7 +598,14 @@ func (s *SQLStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Atte
 				return err
 			}
 			if !cur.State.Open() {
-				return sql.ErrNoRows
+				return sql.ErrNoRows // reported below, as stored
+			}
+			// The claim is checked in the transaction, which holds the
+			// write lock: no claim can change before the writes below.
+			if err := s.checkClaim(ctx, conn, c.AttemptID, c.ClaimToken); errors.Is(err, ErrClaimLost) {
+				return sql.ErrNoRows // reported below, as stored
+			} else if err != nil {
+				return err
 			}
 			state := AttemptSucceeded
 			j, err = scanJob(conn.QueryRowContext(ctx, s.d.updateJobCAS, cur.JobID, cur.BaseVersion, string(c.Result), c.AttemptID, at))
@@ -610,7 +621,7 @@ func (s *SQLStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Atte
 				return s.d.interpret("complete attempt", err)
 			}
 			a, err = scanAttempt(conn.QueryRowContext(ctx, s.d.rebind(qUpdateAttempt),
-				c.AttemptID, string(state), "", loseReason(state, j), at, true, "starting", "running", "unknown"))
+				c.AttemptID, string(state), "", loseReason(state, j), at, true, "starting", "running", "unknown", c.ClaimToken))
 			return s.d.interpret("complete attempt", err)
 		})
 	}
@@ -623,6 +634,9 @@ func (s *SQLStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Atte
 		j, err := s.jobByID(ctx, s.db, a.JobID)
 		if err != nil {
 			return Job{}, Attempt{}, err
+		}
+		if err := s.checkClaim(ctx, s.db, a.ID, c.ClaimToken); err != nil {
+			return j, a, err
 		}
 		return j, a, &TransitionError{AttemptID: a.ID, From: a.State, To: AttemptSucceeded}
 	}

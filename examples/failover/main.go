@@ -283,29 +283,47 @@ func (d *demo) reconcile(ctx context.Context) error {
 }
 
 // simModel is a simulated model API. Like a real one, it keeps working on a
-// request after the client hangs up, and can be asked about it later by its
-// reference.
+// request after the client hangs up, honours the idempotency key each
+// request carries (a resent request joins the work already under way), and
+// can be asked about a request later by its reference or by its key.
 type simModel struct {
 	name   string
 	delay  time.Duration
 	answer json.RawMessage
 
-	mu       sync.Mutex
-	n        int
-	requests map[string]time.Time // reference -> when the answer is ready
+	mu     sync.Mutex
+	n      int                    // requests accepted
+	checks int                    // verification round trips
+	byKey  map[string]*simRequest // idempotency key -> request
+	byRef  map[string]*simRequest // reference -> request
+	fenced map[string]bool        // keys answered "not found": refused from then on
+}
+
+type simRequest struct {
+	ref   string
+	ready time.Time // when the answer is ready
 }
 
 func newSimModel(name string, delay time.Duration, answer string) *simModel {
-	return &simModel{name: name, delay: delay, answer: json.RawMessage(answer), requests: map[string]time.Time{}}
+	return &simModel{name: name, delay: delay, answer: json.RawMessage(answer),
+		byKey: map[string]*simRequest{}, byRef: map[string]*simRequest{}, fenced: map[string]bool{}}
 }
 
-func (p *simModel) accept() string {
+// accept takes the request with the given idempotency key and returns its
+// reference: the same one again for a key it already has.
+func (p *simModel) accept(key string) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.fenced[key] {
+		return "", fmt.Errorf("%s: request %s was declared never received", p.name, key)
+	}
+	if r, ok := p.byKey[key]; ok {
+		return r.ref, nil
+	}
 	p.n++
-	ref := fmt.Sprintf("%s-req-%d", p.name, p.n)
-	p.requests[ref] = time.Now().Add(p.delay)
-	return ref
+	r := &simRequest{ref: fmt.Sprintf("%s-req-%d", p.name, p.n), ready: time.Now().Add(p.delay)}
+	p.byKey[key], p.byRef[r.ref] = r, r
+	return r.ref, nil
 }
 
 func (p *simModel) wait(ctx context.Context) (json.RawMessage, error) {
@@ -319,28 +337,48 @@ func (p *simModel) wait(ctx context.Context) (json.RawMessage, error) {
 	}
 }
 
-// Call implements jobs.Provider.
-func (p *simModel) Call(ctx context.Context, _ jobs.Job, _ jobs.Attempt, ack func(string) error) (json.RawMessage, error) {
-	ack(p.accept())
+// Call implements jobs.Provider. The attempt's ProviderKey travels with the
+// request as its idempotency key.
+func (p *simModel) Call(ctx context.Context, _ jobs.Job, a jobs.Attempt, ack func(string) error) (json.RawMessage, error) {
+	ref, err := p.accept(a.ProviderKey())
+	if err != nil {
+		return nil, jobs.Definitive(err)
+	}
+	ack(ref)
 	return p.wait(ctx)
 }
 
-// Lookup implements jobs.Provider.
-func (p *simModel) Lookup(_ context.Context, ref string) (jobs.Outcome, error) {
+// Lookup implements jobs.Provider: by reference when the attempt has one,
+// else by its idempotency key. A key it has never seen is fenced before it
+// answers "not found", so that the answer stays true: a late request with
+// that key is refused.
+func (p *simModel) Lookup(_ context.Context, a jobs.Attempt) (jobs.Outcome, error) {
 	p.mu.Lock()
-	ready, ok := p.requests[ref]
+	r, ok := p.byRef[a.ProviderRef]
+	if a.ProviderRef == "" {
+		r, ok = p.byKey[a.ProviderKey()]
+		if !ok {
+			p.fenced[a.ProviderKey()] = true
+		}
+	}
 	p.mu.Unlock()
 	switch {
 	case !ok:
 		return jobs.Outcome{State: jobs.OutcomeNotFound}, nil
-	case time.Now().Before(ready):
+	case time.Now().Before(r.ready):
 		return jobs.Outcome{State: jobs.OutcomePending}, nil
 	}
 	return jobs.Outcome{State: jobs.OutcomeSucceeded, Result: p.answer}, nil
 }
 
-// roundTrip is a verification request with real inputs.
+// roundTrip is a verification request with real inputs, under a key of its own.
 func (p *simModel) roundTrip(ctx context.Context) (json.RawMessage, error) {
-	p.accept()
+	p.mu.Lock()
+	p.checks++
+	key := fmt.Sprintf("verify-%d", p.checks)
+	p.mu.Unlock()
+	if _, err := p.accept(key); err != nil {
+		return nil, err
+	}
 	return p.wait(ctx)
 }

@@ -1,0 +1,15 @@
+-- jobs schema, version 3 (SQLite).
+
+-- Reconciler claims. A reconciler that examines an attempt in doubt first
+-- claims it: claim_token names the claim, claimed_until ends its lease.
+-- Nobody else claims the attempt before then, and the write that records
+-- what the provider said must present the token: once another reconciler
+-- has taken the attempt over (after the lease), that write changes nothing.
+ALTER TABLE job_attempts ADD COLUMN claim_token   TEXT NOT NULL DEFAULT '';
+ALTER TABLE job_attempts ADD COLUMN claimed_until INTEGER;
+
+-- Open attempts by age, with the end of their claim, for the reconcilers'
+-- StaleAttempts (it replaces the index on updated_at alone).
+DROP INDEX job_attempts_open_idx;
+CREATE INDEX job_attempts_stale_idx ON job_attempts (updated_at, claimed_until)
+    WHERE state IN ('starting', 'running', 'unknown');

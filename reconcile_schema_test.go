@@ -1,0 +1,103 @@
+package jobs_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
+)
+
+// writeSchemaV2 puts a database at schema version 2 by hand, with the data
+// of writeSchemaV1: among it an attempt left unknown without a provider
+// reference, as the reconciler's claims were before they had columns.
+func writeSchemaV2(t testing.TB, db *sql.DB, dialect string) {
+	t.Helper()
+	writeSchemaV1(t, db, dialect)
+	ms, err := jobs.MigrationList(dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	insert := `INSERT INTO jobs_schema_migrations VALUES (2, $1, '2025-09-01T00:00:00Z')`
+	if dialect == "sqlite" {
+		insert = strings.Replace(insert, "$1", "?", 1)
+	}
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{{ms[1].SQL, nil}, {insert, []any{ms[1].Name}}} {
+		if _, err := db.Exec(q.sql, q.args...); err != nil {
+			t.Fatalf("schema v2: %v\n%s", err, q.sql)
+		}
+	}
+}
+
+// TestUpgradeFromSchemaV2ReconcilesOldAttempts opens a database at schema
+// version 2 with an attempt in doubt in it: opening adds the claim columns,
+// and a reconciler claims that attempt and resolves it by its key.
+func TestUpgradeFromSchemaV2ReconcilesOldAttempts(t *testing.T) {
+	t.Parallel()
+	for _, dialect := range []string{"sqlite", "postgres"} {
+		t.Run(dialect, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			s := openUpgraded(t, dialect, writeSchemaV2)
+			checkMigrationsRecorded(t, s)
+			ev := &events{}
+			now := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
+			m := jobs.New(s, jobs.Options{Now: func() time.Time { return now }, Logger: discard, Observer: ev})
+			stripe := &fakeProvider{name: "stripe"}
+			stripe.setOutcome("att_doubt", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"ok":true}`)})
+			rec := &jobs.Reconciler{Manager: m, Providers: map[string]jobs.Provider{"stripe": stripe}}
+			rep, err := rec.ReconcileOnce(ctx)
+			if err != nil || rep.Examined != 1 || len(rep.Resolved) != 1 || rep.Resolved[0].AttemptID != "att_doubt" {
+				t.Fatalf("ReconcileOnce = %+v, %v; want att_doubt resolved", rep, err)
+			}
+			if j, err := m.Get(ctx, "job_doubt"); err != nil || j.State != jobs.JobSucceeded || j.CompletedBy != "att_doubt" {
+				t.Errorf("job_doubt = %s by %s, %v", j.State, j.CompletedBy, err)
+			}
+			var token string
+			if err := s.DB().QueryRow(`SELECT claim_token FROM job_attempts WHERE id = 'att_doubt'`).Scan(&token); err != nil || !strings.HasPrefix(token, "clm_") {
+				t.Errorf("claim token of att_doubt = %q, %v", token, err)
+			}
+			checkNoViolations(t, s)
+		})
+	}
+}
+
+// TestStaleAttemptsUsesStaleIndex checks the plan of the reconcilers'
+// query: it must read job_attempts_stale_idx, not scan the table.
+func TestStaleAttemptsUsesStaleIndex(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		s := jobstest.NewSQLite(t)
+		ts := now.UnixMicro()
+		plan := explainPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.StaleAttemptsQuery("sqlite"), ts, ts, ts, 10, ts)
+		if !strings.Contains(plan, "job_attempts_stale_idx") {
+			t.Errorf("plan does not use job_attempts_stale_idx:\n%s", plan)
+		}
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		s := jobstest.NewPostgres(t)
+		ctx := context.Background()
+		m := jobs.New(s, jobs.Options{})
+		for i := range 50 {
+			j := submitOK(t, m, chargeReq("u", fmt.Sprintf("k%d", i)))
+			if _, err := m.StartAttempt(ctx, j.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plan := postgresPlan(t, s.DB(), "job_attempts", jobs.StaleAttemptsQuery("postgres"), now, now, now, 10, now)
+		if !strings.Contains(plan, "job_attempts_stale_idx") {
+			t.Errorf("plan does not use job_attempts_stale_idx:\n%s", plan)
+		}
+	})
+}
