@@ -21,6 +21,8 @@ type SQLStore struct {
 	rdb   *sql.DB // reads (a separate pool on SQLite files)
 	owned []*sql.DB
 
+	onWriteWait func(time.Duration) // see ObserveWriteWait
+
 	listener closeListener // PostgreSQL: shared by the waiters of Manager.Wait
 }
 
@@ -37,6 +39,10 @@ type dialect struct {
 	// retry reports whether err means the statement did not run and can be
 	// run again (SQLite's busy).
 	retry func(err error) bool
+
+	// writeLock is true where one lock guards writes to the whole database
+	// (SQLite), so that the wait for it is worth observing.
+	writeLock bool
 
 	// ctes is true where data-modifying CTEs make StartAttempt and Complete
 	// one statement each.
@@ -214,10 +220,33 @@ var (
 	errUniqueInDoubt = errors.New("unique violation: one attempt in doubt per job")
 )
 
-// withRetry runs fn again while the dialect says its error left nothing
-// behind (SQLite's busy), with a short growing pause, until ctx ends.
+// withRetry runs fn, a write, again while the dialect says its error left
+// nothing behind (SQLite's busy), with a short growing pause, until ctx ends.
 func (s *SQLStore) withRetry(ctx context.Context, fn func() error) error {
-	return retryWhile(ctx, s.d.retry, fn)
+	return s.write(ctx, func(locked func()) error {
+		err := fn()
+		if err == nil || s.d.retry == nil || !s.d.retry(err) {
+			locked()
+		}
+		return err
+	})
+}
+
+// write runs fn, retried like withRetry. fn calls locked as soon as it holds
+// the database's write lock, so that the wait can be observed.
+func (s *SQLStore) write(ctx context.Context, fn func(locked func()) error) error {
+	locked := func() {}
+	if s.onWriteWait != nil {
+		start := time.Now()
+		observed := false
+		locked = func() {
+			if !observed {
+				observed = true
+				s.onWriteWait(time.Since(start))
+			}
+		}
+	}
+	return retryWhile(ctx, s.d.retry, func() error { return fn(locked) })
 }
 
 // retryWhile runs fn until it succeeds, fails with an error that retry
@@ -245,7 +274,7 @@ func retryWhile(ctx context.Context, retry func(error) bool, fn func() error) er
 // that the write lock is taken up front and busy waits happen at BEGIN, where
 // they can be retried. The rollback runs even if ctx was cancelled.
 func (s *SQLStore) inTx(ctx context.Context, op string, fn func(conn *sql.Conn) error) error {
-	return s.withRetry(ctx, func() error {
+	return s.write(ctx, func(locked func()) error {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
 			return s.d.interpret(op, err)
@@ -254,6 +283,7 @@ func (s *SQLStore) inTx(ctx context.Context, op string, fn func(conn *sql.Conn) 
 		if _, err := conn.ExecContext(ctx, s.d.beginWrite); err != nil {
 			return s.d.interpret(op, err)
 		}
+		locked()
 		if err := fn(conn); err != nil {
 			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 			return err

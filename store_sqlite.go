@@ -97,6 +97,7 @@ var sqliteDialect = &dialect{
 	ts:           func(t time.Time) any { return t.UnixMicro() },
 	interpret:    interpretSQLite,
 	retry:        sqliteBusy,
+	writeLock:    true,
 	beginMigrate: "BEGIN IMMEDIATE",
 	beginWrite:   "BEGIN IMMEDIATE",
 
