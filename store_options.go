@@ -45,7 +45,7 @@ func (s *SQLStore) init(ctx context.Context, opts []StoreOption) error {
 		return nil
 	}
 	if !cfg.skipMigrations {
-		return migrate(ctx, s.db, s.d)
+		return migrate(ctx, s.db, s.d, s.queue)
 	}
 	v, err := s.DatabaseSchemaVersion(ctx)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ type SQLStore struct {
 	rdb   *sql.DB // reads (a separate pool on SQLite files)
 	owned []*sql.DB
 
+	queue       *writeQueue         // SQLite files: writers wait here for their turn
 	onWriteWait func(time.Duration) // see ObserveWriteWait
 
 	listener closeListener // PostgreSQL: shared by the waiters of Manager.Wait
@@ -220,8 +222,9 @@ var (
 	errUniqueInDoubt = errors.New("unique violation: one attempt in doubt per job")
 )
 
-// withRetry runs fn, a write, again while the dialect says its error left
-// nothing behind (SQLite's busy), with a short growing pause, until ctx ends.
+// withRetry runs fn, a write through the store's writer connection, in its
+// turn in the write queue, and runs it again while the dialect says its
+// error left nothing behind (SQLite's busy), until ctx ends.
 func (s *SQLStore) withRetry(ctx context.Context, fn func() error) error {
 	return s.write(ctx, func(locked func()) error {
 		err := fn()
@@ -232,8 +235,10 @@ func (s *SQLStore) withRetry(ctx context.Context, fn func() error) error {
 	})
 }
 
-// write runs fn, retried like withRetry. fn calls locked as soon as it holds
-// the database's write lock, so that the wait can be observed.
+// write runs fn like withRetry. fn calls locked as soon as it holds the
+// database's write lock, so that the wait can be observed. The turn is kept
+// across retries: a writer that finds SQLite busy (a writer that does not
+// queue, such as another program on the file) keeps its place.
 func (s *SQLStore) write(ctx context.Context, fn func(locked func()) error) error {
 	locked := func() {}
 	if s.onWriteWait != nil {
@@ -246,27 +251,31 @@ func (s *SQLStore) write(ctx context.Context, fn func(locked func()) error) erro
 			}
 		}
 	}
+	if err := s.queue.lock(ctx); err != nil {
+		return s.d.interpret("wait for the write lock", err)
+	}
+	defer s.queue.unlock()
 	return retryWhile(ctx, s.d.retry, func() error { return fn(locked) })
 }
 
 // retryWhile runs fn until it succeeds, fails with an error that retry
-// rejects (a nil retry rejects all), or ctx ends, pausing 1 ms, 2 ms, …
-// up to 100 ms between tries.
+// rejects (a nil retry rejects all), or ctx ends, pausing 1 to 3 ms between
+// tries. The pause does not grow: a writer that waits is already in line
+// (see writeQueue), and a longer sleep would only miss the moment the lock
+// comes free.
 func retryWhile(ctx context.Context, retry func(error) bool, fn func() error) error {
-	pause := time.Millisecond
 	for {
 		err := fn()
 		if err == nil || retry == nil || !retry(err) {
 			return err
 		}
-		t := time.NewTimer(pause)
+		t := time.NewTimer(time.Millisecond + rand.N(2*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return err
 		case <-t.C:
 		}
-		pause = min(2*pause, 100*time.Millisecond)
 	}
 }
 
@@ -314,7 +323,15 @@ func (s *SQLStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 
 // CreateJobTx implements TxStore.
 func (s *SQLStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, bool, error) {
-	return s.createJob(ctx, tx, tx, j)
+	return s.inCallerTx().createJob(ctx, tx, tx, j)
+}
+
+// inCallerTx returns the store for writes in a transaction of the caller's,
+// which holds SQLite's lock already (or will take it by itself): without the
+// write queue, whose next writer may be waiting for the very connection the
+// caller's transaction holds.
+func (s *SQLStore) inCallerTx() *SQLStore {
+	return &SQLStore{d: s.d, db: s.db, rdb: s.rdb}
 }
 
 func (s *SQLStore) createJob(ctx context.Context, w, r DBTX, j Job) (Job, bool, error) {
