@@ -141,7 +141,10 @@ func sqliteLockPath(file string) string {
 // with the "sqlite3" driver of github.com/mattn/go-sqlite3, and applies the
 // schema. The caller keeps ownership of db. Open it with a busy timeout
 // (_busy_timeout=5000) and, for several goroutines, WAL (_journal_mode=WAL);
-// OpenSQLite does all of that for you.
+// OpenSQLite does all of that for you. Writes through such a store do not
+// queue for the write lock as OpenSQLite's do: they wait by the busy timeout
+// and retries, so where several processes write one file, open it with
+// OpenSQLite in all of them.
 func NewSQLiteStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*SQLStore, error) {
 	s := newSQLStore(sqliteDialect, db, nil)
 	if err := s.init(ctx, opts); err != nil {
