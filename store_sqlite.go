@@ -63,7 +63,7 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore
 	}
 	var queue *writeQueue
 	switch {
-	case memory:
+	case memory || !fileLocks:
 		queue = newWriteQueue("")
 	case !readOnly:
 		queue = newWriteQueue(sqliteLockPath(file))

@@ -10,6 +10,10 @@ import (
 	"syscall"
 )
 
+// fileLocks is true where writers of a database queue across stores and
+// processes through an OS lock on a file next to it.
+const fileLocks = true
+
 // lockWait opens the lock file at path (creating it if needed) and takes an
 // exclusive flock(2) on it, waiting until it is free or ctx ends. Closing
 // the returned file releases the lock, and so does the end of the process,
