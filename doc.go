@@ -116,6 +116,12 @@
 // CGO_ENABLED=0 the package still compiles and the PostgreSQL store works;
 // OpenSQLite then returns an error.
 //
+// SQLite has one write lock per database. The writers of stores opened with
+// OpenSQLite wait for it in a queue, first come, first served within a
+// store and through an exclusive flock(2) on a file next to the database
+// (its name followed by "-lock") across stores and processes, rather than
+// polling SQLite for it; [ObserveWriteWait] reports each write's wait.
+//
 // # Performance
 //
 // Submit costs one round trip to PostgreSQL, for a new key and for a replay

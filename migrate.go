@@ -94,16 +94,21 @@ const migrateBusyBudget = 30 * time.Second
 // lock on PostgreSQL (per schema), an immediate transaction on SQLite. It
 // refuses a database whose schema is newer than this library.
 //
-// On SQLite, the first connections to a new file race to convert it to WAL,
-// and SQLite answers that conversion with "database is locked" at once,
+// On SQLite, the migration waits its turn in q, the store's write queue,
+// like any write. The first connections to a new file race to convert it to
+// WAL, and SQLite answers that conversion with "database is locked" at once,
 // without waiting for its busy timeout; so a busy migration, which has
 // written nothing, is tried again, for up to migrateBusyBudget.
-func migrate(ctx context.Context, db *sql.DB, d *dialect) error {
+func migrate(ctx context.Context, db *sql.DB, d *dialect, q *writeQueue) error {
 	if d.retry == nil {
 		return migrateOnce(ctx, db, d)
 	}
 	ctx, cancel := context.WithTimeout(ctx, migrateBusyBudget)
 	defer cancel()
+	if err := q.lock(ctx); err != nil {
+		return d.interpret("migrate", err)
+	}
+	defer q.unlock()
 	return retryWhile(ctx, d.retry, func() error { return migrateOnce(ctx, db, d) })
 }
 

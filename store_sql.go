@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"regexp"
 	"slices"
 	"strings"
@@ -22,6 +23,9 @@ type SQLStore struct {
 	rdb   *sql.DB // reads (a separate pool on SQLite files)
 	owned []*sql.DB
 
+	queue       *writeQueue         // SQLite files: writers wait here for their turn
+	onWriteWait func(time.Duration) // see ObserveWriteWait
+
 	listener closeListener // PostgreSQL: shared by the waiters of Manager.Wait
 }
 
@@ -38,6 +42,10 @@ type dialect struct {
 	// retry reports whether err means the statement did not run and can be
 	// run again (SQLite's busy).
 	retry func(err error) bool
+
+	// writeLock is true where one lock guards writes to the whole database
+	// (SQLite), so that the wait for it is worth observing.
+	writeLock bool
 
 	// ctes is true where data-modifying CTEs make StartAttempt and Complete
 	// one statement each.
@@ -218,30 +226,60 @@ var (
 	errUniqueInDoubt = errors.New("unique violation: one attempt in doubt per job")
 )
 
-// withRetry runs fn again while the dialect says its error left nothing
-// behind (SQLite's busy), with a short growing pause, until ctx ends.
+// withRetry runs fn, a write through the store's writer connection, in its
+// turn in the write queue, and runs it again while the dialect says its
+// error left nothing behind (SQLite's busy), until ctx ends.
 func (s *SQLStore) withRetry(ctx context.Context, fn func() error) error {
-	return retryWhile(ctx, s.d.retry, fn)
+	return s.write(ctx, func(locked func()) error {
+		err := fn()
+		if err == nil || s.d.retry == nil || !s.d.retry(err) {
+			locked()
+		}
+		return err
+	})
+}
+
+// write runs fn like withRetry. fn calls locked as soon as it holds the
+// database's write lock, so that the wait can be observed. The turn is kept
+// across retries: a writer that finds SQLite busy (a writer that does not
+// queue, such as another program on the file) keeps its place.
+func (s *SQLStore) write(ctx context.Context, fn func(locked func()) error) error {
+	locked := func() {}
+	if s.onWriteWait != nil {
+		start := time.Now()
+		observed := false
+		locked = func() {
+			if !observed {
+				observed = true
+				s.onWriteWait(time.Since(start))
+			}
+		}
+	}
+	if err := s.queue.lock(ctx); err != nil {
+		return s.d.interpret("wait for the write lock", err)
+	}
+	defer s.queue.unlock()
+	return retryWhile(ctx, s.d.retry, func() error { return fn(locked) })
 }
 
 // retryWhile runs fn until it succeeds, fails with an error that retry
-// rejects (a nil retry rejects all), or ctx ends, pausing 1 ms, 2 ms, …
-// up to 100 ms between tries.
+// rejects (a nil retry rejects all), or ctx ends, pausing 1 to 3 ms between
+// tries. The pause does not grow: a writer that waits is already in line
+// (see writeQueue), and a longer sleep would only miss the moment the lock
+// comes free.
 func retryWhile(ctx context.Context, retry func(error) bool, fn func() error) error {
-	pause := time.Millisecond
 	for {
 		err := fn()
 		if err == nil || retry == nil || !retry(err) {
 			return err
 		}
-		t := time.NewTimer(pause)
+		t := time.NewTimer(time.Millisecond + rand.N(2*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return err
 		case <-t.C:
 		}
-		pause = min(2*pause, 100*time.Millisecond)
 	}
 }
 
@@ -249,7 +287,7 @@ func retryWhile(ctx context.Context, retry func(error) bool, fn func() error) er
 // that the write lock is taken up front and busy waits happen at BEGIN, where
 // they can be retried. The rollback runs even if ctx was cancelled.
 func (s *SQLStore) inTx(ctx context.Context, op string, fn func(conn *sql.Conn) error) error {
-	return s.withRetry(ctx, func() error {
+	return s.write(ctx, func(locked func()) error {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
 			return s.d.interpret(op, err)
@@ -258,6 +296,7 @@ func (s *SQLStore) inTx(ctx context.Context, op string, fn func(conn *sql.Conn) 
 		if _, err := conn.ExecContext(ctx, s.d.beginWrite); err != nil {
 			return s.d.interpret(op, err)
 		}
+		locked()
 		if err := fn(conn); err != nil {
 			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 			return err
@@ -283,7 +322,7 @@ func (s *SQLStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 			return Job{}, false, err
 		}
 	}
-	return s.createJob(ctx, s.db, s.rdb, s.d.retry, j)
+	return s.createJob(ctx, s.db, s.rdb, s.withRetry, j)
 }
 
 // CreateJobTx implements TxStore. It runs each statement once: one that
@@ -297,7 +336,11 @@ func (s *SQLStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 // aborts the transaction on a serialization failure or a deadlock. These
 // busy errors are returned as a StorageError of kind StorageConflict.
 func (s *SQLStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, bool, error) {
-	got, created, err := s.createJob(ctx, tx, tx, nil, j)
+	// Without the write queue: the caller's transaction holds SQLite's lock
+	// already (or takes it by itself), and the next writer in the queue may
+	// be waiting for the very connection it holds.
+	once := func(_ context.Context, fn func() error) error { return fn() }
+	got, created, err := s.createJob(ctx, tx, tx, once, j)
 	var se *StorageError
 	if errors.As(err, &se) && se.Kind == StorageBusy {
 		conflict := *se
@@ -308,12 +351,13 @@ func (s *SQLStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, bool, 
 }
 
 // createJob inserts j through w, or reads the job already bound to its key
-// through r, running a statement again while retry says so.
-func (s *SQLStore) createJob(ctx context.Context, w, r DBTX, retry func(error) bool, j Job) (Job, bool, error) {
+// through r; run runs the insert (in the write queue, again while SQLite is
+// busy, or just once).
+func (s *SQLStore) createJob(ctx context.Context, w, r DBTX, run func(context.Context, func() error) error, j Job) (Job, bool, error) {
 	for range maxRetries {
 		var got Job
 		var created bool
-		err := retryWhile(ctx, retry, func() (err error) {
+		err := run(ctx, func() (err error) {
 			got, err = scanJob(w.QueryRowContext(ctx, s.d.createJob,
 				j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, s.d.ts(j.CreatedAt)), &created)
 			return err

@@ -6,6 +6,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/url"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -20,31 +22,57 @@ import (
 //   - WAL, so that readers never block the writer and the writer never blocks readers;
 //   - synchronous=FULL, so that a committed job survives a power cut (a job
 //     lost after its provider was called would be charged again on retry);
-//   - a busy timeout, so that a writer in another process is waited for
-//     rather than reported;
 //   - immediate transactions, so that a transaction takes the write lock at
 //     BEGIN, where waiting is safe, instead of failing at its first write;
 //   - foreign keys, so that attempts cannot outlive their job;
 //   - a cache of prepared statements per connection, so that the store's
 //     queries are compiled once per connection instead of on every call
 //     (compiling them was a quarter of Submit's CPU time).
-const sqliteParams = "_journal_mode=WAL&_synchronous=FULL&_busy_timeout=5000&_foreign_keys=on&_txlock=immediate&_stmt_cache_size=32"
+//
+// and a busy timeout: short on the writer connection, whose writes have
+// waited their turn in the write queue before they ask SQLite for its lock
+// (it is busy then only for a writer that does not queue, and the store's
+// retries, which keep the turn, poll for it every few milliseconds), and
+// long on readers, which WAL never blocks but for a moment in recovery.
+const (
+	sqliteParams       = "_journal_mode=WAL&_synchronous=FULL&_foreign_keys=on&_txlock=immediate&_stmt_cache_size=32"
+	sqliteWriterParams = sqliteParams + "&_busy_timeout=20"
+	sqliteReaderParams = sqliteParams + "&_busy_timeout=5000"
+)
 
 // OpenSQLite opens (creating if needed) the SQLite database at dsn, a file
 // path or a "file:" URI, and applies the schema. Writes go through one
-// connection, reads through a pool, so that goroutines of one process queue
-// for the write lock in Go instead of spinning on SQLITE_BUSY; other
-// processes are waited for by the busy timeout, and a transaction still
-// refused after it is retried until ctx ends. ":memory:" gives a private
-// in-memory database on a single connection.
+// connection, reads through a pool. Writers wait for their turn in a queue:
+// the goroutines of the store first come, first served, then one writer of
+// each store, in this process and in others, through an exclusive flock(2)
+// on a file next to the database, the database's name followed by "-lock"
+// (created on open, and safe to delete when no store has the database
+// open). Writes therefore never poll for SQLite's lock against each other,
+// and a writer that still finds SQLite busy (another program writing) is
+// retried until ctx ends. ":memory:" gives a private in-memory database on
+// a single connection. Where flock(2) is missing (Windows), only the
+// goroutines of a store queue, and other writers are waited for by the
+// busy timeout and retries.
 func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore, error) {
 	path, query, _ := strings.Cut(dsn, "?")
-	memory := path == ":memory:" || strings.Contains(query, "mode=memory")
-	full := path + "?" + sqliteParams
-	if query != "" {
-		full += "&" + query
+	file, memory, readOnly := sqliteFile(path, query)
+	dsnWith := func(params string) string {
+		if query != "" {
+			params += "&" + query
+		}
+		return path + "?" + params
 	}
-	w, err := sql.Open("sqlite3", full)
+	var queue *writeQueue
+	switch {
+	case memory || !fileLocks:
+		queue = newWriteQueue("")
+	case !readOnly:
+		queue = newWriteQueue(sqliteLockPath(file))
+		if err := queue.create(); err != nil {
+			return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
+		}
+	}
+	w, err := sql.Open("sqlite3", dsnWith(sqliteWriterParams))
 	if err != nil {
 		return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
 	}
@@ -54,7 +82,7 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore
 	w.SetConnMaxIdleTime(0)
 	r := w
 	if !memory {
-		if r, err = sql.Open("sqlite3", full); err != nil {
+		if r, err = sql.Open("sqlite3", dsnWith(sqliteReaderParams)); err != nil {
 			w.Close()
 			return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
 		}
@@ -63,6 +91,7 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore
 		r.SetMaxIdleConns(n)
 	}
 	s := newSQLStore(sqliteDialect, w, r)
+	s.queue = queue
 	s.owned = append(s.owned, w)
 	if r != w {
 		s.owned = append(s.owned, r)
@@ -74,11 +103,49 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore
 	return s, nil
 }
 
+// sqliteFile reads the database file's name out of the part of a DSN before
+// "?" (a path, or a "file:" URI) and its query, and reports whether the
+// database lives in memory (":memory:", mode=memory, or "", a temporary
+// database private to each connection) or is opened read-only (mode=ro,
+// immutable=1).
+func sqliteFile(path, query string) (file string, memory, readOnly bool) {
+	file = path
+	if rest, ok := strings.CutPrefix(path, "file:"); ok {
+		rest, _, _ = strings.Cut(rest, "#")
+		if after, ok := strings.CutPrefix(rest, "//"); ok {
+			// file://host/path: the host is empty or "localhost".
+			_, p, _ := strings.Cut(after, "/")
+			rest = "/" + p
+		}
+		if unescaped, err := url.PathUnescape(rest); err == nil {
+			rest = unescaped
+		}
+		file = rest
+	}
+	params, _ := url.ParseQuery(query)
+	memory = file == "" || file == ":memory:" || params.Get("mode") == "memory"
+	readOnly = params.Get("mode") == "ro" || params.Get("immutable") == "1"
+	return file, memory, readOnly
+}
+
+// sqliteLockPath is the lock file of the write queue of the database file
+// at file: next to the file the name resolves to, so that every name of a
+// database (through a symbolic link, say) finds the same lock.
+func sqliteLockPath(file string) string {
+	if real, err := filepath.EvalSymlinks(file); err == nil {
+		file = real
+	}
+	return file + "-lock"
+}
+
 // NewSQLiteStore returns a store over the caller's SQLite database, opened
 // with the "sqlite3" driver of github.com/mattn/go-sqlite3, and applies the
 // schema. The caller keeps ownership of db. Open it with a busy timeout
 // (_busy_timeout=5000) and, for several goroutines, WAL (_journal_mode=WAL);
-// OpenSQLite does all of that for you.
+// OpenSQLite does all of that for you. Writes through such a store do not
+// queue for the write lock as OpenSQLite's do: they wait by the busy timeout
+// and retries, so where several processes write one file, open it with
+// OpenSQLite in all of them.
 func NewSQLiteStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*SQLStore, error) {
 	s := newSQLStore(sqliteDialect, db, nil)
 	if err := s.init(ctx, opts); err != nil {
@@ -98,6 +165,7 @@ var sqliteDialect = &dialect{
 	ts:           func(t time.Time) any { return t.UnixMicro() },
 	interpret:    interpretSQLite,
 	retry:        sqliteBusy,
+	writeLock:    true,
 	beginMigrate: "BEGIN IMMEDIATE",
 	beginWrite:   "BEGIN IMMEDIATE",
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/jobstest"
@@ -71,5 +72,58 @@ func TestSQLiteManyWriters(t *testing.T) {
 	}
 	for _, v := range snap.Check() {
 		t.Errorf("invariant violated: %s", v)
+	}
+}
+
+// ObserveWriteWait reports one wait per write of a SQLite store, and none
+// for a replayed Submit, which only reads; a PostgreSQL store ignores it.
+func TestObserveWriteWaitOncePerWrite(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		open func(t testing.TB, opts ...jobs.StoreOption) *jobs.SQLStore
+		want int
+	}{
+		{"sqlite", jobstest.NewSQLite, 3},
+		{"postgres", jobstest.NewPostgres, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var mu sync.Mutex
+			var waits []time.Duration
+			store := tc.open(t, jobs.ObserveWriteWait(func(d time.Duration) {
+				mu.Lock()
+				defer mu.Unlock()
+				waits = append(waits, d)
+			}))
+			m := jobs.New(store, jobs.Options{Logger: discard})
+			ctx := t.Context()
+			req := jobs.SubmitRequest{Owner: "o", Key: "k", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)}
+			j, _, err := m.Submit(ctx, req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, created, err := m.Submit(ctx, req); err != nil || created {
+				t.Fatalf("replay: created %v, %v", created, err)
+			}
+			a, err := m.StartAttempt(ctx, j.ID, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.Complete(ctx, a.ID, json.RawMessage(`{}`)); err != nil {
+				t.Fatal(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(waits) != tc.want {
+				t.Errorf("%d waits observed for a Submit, its replay, StartAttempt and Complete, want %d", len(waits), tc.want)
+			}
+			for _, d := range waits {
+				if d < 0 {
+					t.Errorf("negative wait %v", d)
+				}
+			}
+		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +51,9 @@ type childEvent struct {
 	JobID     string `json:"job_id,omitempty"`
 	AttemptID string `json:"attempt_id,omitempty"`
 	Err       string `json:"err,omitempty"`
+	// WriteWaits, on the last line of a hammer on SQLite, are the waits
+	// for the write lock of every write of the process, in microseconds.
+	WriteWaits []int64 `json:"write_waits,omitempty"`
 }
 
 func runChild(role string) int {
@@ -59,7 +63,8 @@ func runChild(role string) int {
 		return 2
 	}
 	ctx := context.Background()
-	store, err := openChildStore(ctx)
+	var waits writeWaits
+	store, err := openChildStore(ctx, jobs.ObserveWriteWait(waits.add))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child: open:", err)
 		return 2
@@ -69,6 +74,7 @@ func runChild(role string) int {
 	switch role {
 	case roleHammer:
 		hammer(ctx, jobs.New(store, jobs.Options{Hedging: true}), args, out)
+		out.write(childEvent{Type: "waits", WriteWaits: waits.micros()})
 	case roleKilled:
 		return killedChild(ctx, jobs.New(store, jobs.Options{}), args, out)
 	default:
@@ -78,16 +84,50 @@ func runChild(role string) int {
 	return 0
 }
 
-func openChildStore(ctx context.Context) (*jobs.SQLStore, error) {
+func openChildStore(ctx context.Context, opts ...jobs.StoreOption) (*jobs.SQLStore, error) {
 	dsn := os.Getenv(envChildDSN)
 	if os.Getenv(envChildDialect) == "postgres" {
-		s, err := jobs.OpenPostgres(ctx, dsn)
+		s, err := jobs.OpenPostgres(ctx, dsn, opts...)
 		if err == nil {
 			s.DB().SetMaxOpenConns(6)
 		}
 		return s, err
 	}
-	return jobs.OpenSQLite(ctx, dsn)
+	return jobs.OpenSQLite(ctx, dsn, opts...)
+}
+
+// writeWaits collects the waits for the write lock that a store reports.
+type writeWaits struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (w *writeWaits) add(d time.Duration) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.waits = append(w.waits, d)
+}
+
+func (w *writeWaits) micros() []int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := make([]int64, len(w.waits))
+	for i, d := range w.waits {
+		out[i] = d.Microseconds()
+	}
+	return out
+}
+
+// waitSummary describes waits in microseconds: count, median, p99, max.
+func waitSummary(waits []int64) string {
+	if len(waits) == 0 {
+		return "no writes observed"
+	}
+	slices.Sort(waits)
+	at := func(q float64) time.Duration {
+		return time.Duration(waits[int(q*float64(len(waits)-1))]) * time.Microsecond
+	}
+	return fmt.Sprintf("%d writes, wait p50 %v, p99 %v, p99.9 %v, max %v", len(waits), at(0.5), at(0.99), at(0.999), at(1))
 }
 
 type eventWriter struct {
@@ -227,6 +267,7 @@ func TestManyProcesses(t *testing.T) {
 			jobOfKey := map[string]string{}
 			winner := map[string]string{}
 			var submitted, won, lost, failures int
+			var waits []int64
 			for i, c := range children {
 				if err := c.cmd.Wait(); err != nil {
 					t.Errorf("process %d: %v\n%s", i, err, c.stderr)
@@ -247,6 +288,8 @@ func TestManyProcesses(t *testing.T) {
 						winner[e.JobID] = e.AttemptID
 					case "lost":
 						lost++
+					case "waits":
+						waits = append(waits, e.WriteWaits...)
 					case "error":
 						failures++
 						if failures <= 10 {
@@ -258,6 +301,9 @@ func TestManyProcesses(t *testing.T) {
 			stopWatch()
 			t.Logf("%s: %d processes x %d goroutines x %d iterations in %v: %d submits for %d keys, %d wins, %d lost races, %d errors",
 				d.name, processes, goroutines, iters, time.Since(start).Round(time.Millisecond), submitted, len(jobOfKey), won, lost, failures)
+			if d.name == "sqlite" {
+				t.Logf("sqlite: waits for the write lock: %s", waitSummary(waits))
+			}
 			if submitted != processes*goroutines*iters-failures {
 				t.Errorf("%d submits recorded, want %d", submitted, processes*goroutines*iters)
 			}
