@@ -82,18 +82,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "jobsctl: %s (see jobsctl --help)\n", oneLine(ue.msg))
+		fmt.Fprintf(stderr, "jobsctl: %s (see jobsctl --help)\n", message(ue))
 		return exitUsage
 	case errors.Is(err, errFound):
 		return exitFailed
 	default:
-		fmt.Fprintf(stderr, "jobsctl: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "jobsctl: %s\n", message(err))
 		return exitFailed
 	}
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+// message is err's text on one line, without the "jobs: " that the
+// library puts before each error it makes, at every layer: after jobsctl's
+// own prefix it would only repeat itself ("jobs: job X: jobs: not found").
+func message(err error) string {
+	parts := strings.Split(strings.Join(strings.Fields(err.Error()), " "), ": ")
+	kept := parts[:0]
+	for i, p := range parts {
+		if p == "jobs" && i < len(parts)-1 {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return strings.Join(kept, ": ")
 }
 
 func (c *cli) run(ctx context.Context, args []string) error {

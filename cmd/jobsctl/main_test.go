@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -78,8 +79,13 @@ func (r result) want(t *testing.T, code int, contains ...string) {
 	}
 }
 
+// libraryPrefix finds the library's "jobs: " prefix in an error line, where
+// jobsctl's own prefix should be the only one.
+var libraryPrefix = regexp.MustCompile(`(^|: )jobs: `)
+
 // wantError checks a failure: the exit code, nothing on stdout, and one
-// line on stderr that contains the given text and no stack trace.
+// line on stderr, with one prefix, that contains the given text and no
+// stack trace.
 func (r result) wantError(t *testing.T, code int, contains string) {
 	t.Helper()
 	if r.code != code {
@@ -91,6 +97,9 @@ func (r result) wantError(t *testing.T, code int, contains string) {
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "jobsctl: ") || !strings.HasSuffix(r.stderr, "\n") {
 		t.Errorf("stderr is not one line starting with \"jobsctl: \": %q", r.stderr)
+	}
+	if libraryPrefix.MatchString(strings.TrimPrefix(r.stderr, "jobsctl: ")) {
+		t.Errorf("stderr %q has a prefix after \"jobsctl: \"", r.stderr)
 	}
 	if !strings.Contains(r.stderr, contains) {
 		t.Errorf("stderr %q does not mention %q", r.stderr, contains)
@@ -367,7 +376,7 @@ func TestBadArgumentsAndUnreachableDatabases(t *testing.T) {
 		{"cancel without reason", []string{"--sqlite", path, "cancel", "att_1"}, 2, "--reason is required"},
 		{"check with argument", []string{"--sqlite", path, "check", "now"}, 2, "takes no arguments"},
 		{"missing file", []string{"--sqlite", missing, "check"}, 1, "no SQLite database at " + missing},
-		{"not a database", []string{"--sqlite", "/etc/hostname", "check"}, 1, "jobs: "},
+		{"not a database", []string{"--sqlite", "/etc/hostname", "check"}, 1, "file is not a database"},
 		{"unreachable postgres", []string{"--postgres", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5", "check"}, 1, "unavailable"},
 		{"bad DSN", []string{"--postgres", "postgres://%zz", "schema"}, 1, "cannot parse"},
 		{"cancel unknown attempt", []string{"--sqlite", path, "cancel", "att_nope", "--reason", "x"}, 1, "not found"},
