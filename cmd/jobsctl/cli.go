@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -28,7 +30,9 @@ Commands:
   schema                            the database's schema version and this jobsctl's
   migrate                           apply the migrations the database is missing
 
-The database: --sqlite PATH, --postgres DSN, or JOBS_DSN (a postgres:// URL or sqlite:PATH).
+The database: --sqlite PATH, --postgres DSN (a postgres:// or postgresql:// URL, or
+key=value such as "host=db dbname=app user=jobs"), or JOBS_DSN: any of those forms,
+sqlite:PATH, or a SQLite file path starting with /, ./ or ../.
 Output is aligned text; --json prints JSON instead.
 Exit status: 0 ok, 1 failed or found a problem, 2 bad arguments.
 `
@@ -202,15 +206,32 @@ func (c *cli) target() (target, error) {
 		return target{"postgres", c.postgres}, nil
 	}
 	env := c.getenv("JOBS_DSN")
-	switch {
-	case env == "":
+	if env == "" {
 		return target{}, usagef("no database: give --sqlite PATH or --postgres DSN, or set JOBS_DSN")
-	case strings.HasPrefix(env, "postgres://"), strings.HasPrefix(env, "postgresql://"):
-		return target{"postgres", env}, nil
-	case strings.HasPrefix(env, "sqlite:"):
-		return target{"sqlite", strings.TrimPrefix(env, "sqlite:")}, nil
 	}
-	return target{}, usagef("JOBS_DSN must be a postgres:// URL or sqlite:PATH")
+	return parseDSN(env)
+}
+
+// keyValueDSN matches a PostgreSQL connection string in key=value form,
+// such as "host=127.0.0.1 dbname=test user=postgres".
+var keyValueDSN = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+
+// parseDSN reads the database named by JOBS_DSN: for PostgreSQL, what
+// --postgres accepts (a postgres:// or postgresql:// URL, or key=value
+// pairs); for SQLite, sqlite:PATH, or a path that is plainly one (absolute,
+// or starting with ./ or ../), so that a mistyped URL is not taken for the
+// name of a file.
+func parseDSN(dsn string) (target, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"), keyValueDSN.MatchString(dsn):
+		return target{"postgres", dsn}, nil
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return target{"sqlite", strings.TrimPrefix(dsn, "sqlite:")}, nil
+	case filepath.IsAbs(dsn), strings.HasPrefix(dsn, "./"), strings.HasPrefix(dsn, "../"):
+		return target{"sqlite", dsn}, nil
+	}
+	return target{}, usagef("JOBS_DSN must be a postgres:// or postgresql:// URL, key=value pairs (host=... dbname=...), " +
+		"sqlite:PATH, or a SQLite file path starting with /, ./ or ../")
 }
 
 // store opens the database named by the options. Unless migrate is set it
@@ -233,7 +254,7 @@ func (c *cli) store(ctx context.Context, mode openMode) (*jobs.SQLStore, func(),
 	switch t.dialect {
 	case "sqlite":
 		if t.dsn == "" {
-			return nil, nil, usagef("--sqlite needs a path")
+			return nil, nil, usagef("no SQLite database path given")
 		}
 		if mode != openMigrate {
 			if _, err := os.Stat(t.dsn); err != nil {

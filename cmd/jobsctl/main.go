@@ -7,7 +7,9 @@
 //	jobsctl [--sqlite PATH | --postgres DSN] [--json] COMMAND [ARGS]
 //
 // Run jobsctl --help for the commands. The database may also be given in
-// JOBS_DSN: a postgres:// URL, or sqlite:PATH.
+// JOBS_DSN, in any form --postgres accepts (a postgres:// or postgresql://
+// URL, or key=value pairs such as "host=db dbname=app user=jobs"), or as
+// sqlite:PATH, or as a SQLite file path starting with /, ./ or ../.
 //
 // Exit status: 0 on success, 1 when the command failed or found a problem
 // (an invariant violated, a refused cancel), 2 for bad arguments.

@@ -48,9 +48,16 @@ type result struct {
 // jobsctl runs the binary with args, and JOBS_DSN unset unless env sets it.
 func jobsctl(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return jobsctlIn(t, "", env, args...)
+}
+
+// jobsctlIn runs the binary as jobsctl does, in the directory dir.
+func jobsctlIn(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
