@@ -304,6 +304,13 @@ func (c *cli) cancel(ctx context.Context, args []string) error {
 	})
 }
 
+// violation is a broken invariant as check --json prints it.
+type violation struct {
+	Rule   string `json:"rule"`
+	JobID  string `json:"job_id"`
+	Detail string `json:"detail"`
+}
+
 // check runs the invariant checker over the whole database.
 func (c *cli) check(ctx context.Context, args []string) error {
 	if _, err := c.subcommand("check", args, 0, nil); err != nil {
@@ -320,14 +327,15 @@ func (c *cli) check(ctx context.Context, args []string) error {
 			attempts += len(as)
 		}
 		if c.json {
-			if vs == nil {
-				vs = []jobstest.Violation{}
+			rows := make([]violation, len(vs))
+			for i, v := range vs {
+				rows[i] = violation(v)
 			}
 			err = c.printJSON(struct {
-				Jobs       int                  `json:"jobs"`
-				Attempts   int                  `json:"attempts"`
-				Violations []jobstest.Violation `json:"violations"`
-			}{len(snap.Jobs), attempts, vs})
+				Jobs       int         `json:"jobs"`
+				Attempts   int         `json:"attempts"`
+				Violations []violation `json:"violations"`
+			}{len(snap.Jobs), attempts, rows})
 		} else {
 			w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 			if len(vs) > 0 {

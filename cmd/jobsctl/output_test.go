@@ -1,13 +1,83 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/intentjobs/jobs"
 )
+
+// Every key of every JSON output is snake_case, check's violations too.
+func TestJSONKeysAreSnakeCase(t *testing.T) {
+	t.Parallel()
+	snake := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	for _, db := range databases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			h := seed(t, db.store)
+			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
+			// A job given up while its attempt runs: a violation to print.
+			q := `UPDATE jobs SET state = 'failed', version = version + 1, closed_at = updated_at WHERE id = $1`
+			if db.name == "sqlite" {
+				q = strings.Replace(q, "$1", "?", 1)
+			}
+			if _, err := db.store.DB().Exec(q, h.doubt.ID); err != nil {
+				t.Fatal(err)
+			}
+			cmds := []struct {
+				args []string
+				code int
+				keys []string // among the keys printed
+			}{
+				{[]string{"check"}, 1, []string{"violations", "rule", "job_id", "detail"}},
+				{[]string{"show", h.raced.ID}, 0, []string{"completed_by", "provider_ref", "offset_ns"}},
+				{[]string{"stale"}, 0, []string{"job_id", "silent_for_ns"}},
+				{[]string{"purge", "--dry-run"}, 0, []string{"dry_run", "cutoff"}},
+				{[]string{"schema"}, 0, []string{"database_version", "applied_at"}},
+				{[]string{"cancel", h.unknown.ID, "--reason", "confirmed never received"}, 0, []string{"job_id", "finished_at"}},
+			}
+			for _, c := range cmds {
+				r := jobsctl(t, nil, args(append([]string{"--json"}, c.args...)...)...)
+				r.want(t, c.code)
+				var v any
+				if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+					t.Fatalf("%v --json: %v\n%s", c.args, err, r.stdout)
+				}
+				seen := map[string]bool{}
+				walkJSON(v, func(key string, _ any) {
+					seen[key] = true
+					if !snake.MatchString(key) {
+						t.Errorf("%v --json has the key %q, not snake_case", c.args, key)
+					}
+				})
+				for _, k := range c.keys {
+					if !seen[k] {
+						t.Errorf("%v --json lacks the key %q:\n%s", c.args, k, r.stdout)
+					}
+				}
+			}
+		})
+	}
+}
+
+// walkJSON calls fn for every member of every object in v.
+func walkJSON(v any, fn func(key string, val any)) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, val := range v {
+			fn(k, val)
+			walkJSON(val, fn)
+		}
+	case []any:
+		for _, val := range v {
+			walkJSON(val, fn)
+		}
+	}
+}
 
 // An error line has jobsctl's prefix and no other: the library's "jobs: "
 // is dropped wherever it begins a part of the message.
