@@ -33,7 +33,8 @@ Commands:
 The database: --sqlite PATH, --postgres DSN (a postgres:// or postgresql:// URL, or
 key=value such as "host=db dbname=app user=jobs"), or JOBS_DSN: any of those forms,
 sqlite:PATH, or a SQLite file path starting with /, ./ or ../.
-Output is aligned text; --json prints JSON instead.
+Output is aligned text, times in UTC as 2026-12-02 14:29:34.000 UTC; --json prints JSON
+instead, in snake_case, times in RFC 3339.
 Exit status: 0 ok, 1 failed or found a problem, 2 bad arguments.
 `
 

@@ -164,11 +164,34 @@ func dur(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
+// stampLayout is how text output prints a time, always in UTC and saying
+// so; JSON output has RFC 3339.
+const stampLayout = "2006-01-02 15:04:05.000 UTC"
+
+// stamp prints a time for people.
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format("2006-01-02 15:04:05.000")
+	return t.UTC().Format(stampLayout)
+}
+
+// stampText prints a time recorded as RFC 3339 text, as stamp does; text
+// that is not RFC 3339 is printed as it is.
+func stampText(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return stamp(t)
+}
+
+// plural counts n of a noun: "1 job", "2 jobs".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func (c *cli) printJob(j jobs.Job, as []jobs.Attempt, tl []step) {
@@ -377,14 +400,18 @@ func (c *cli) purge(ctx context.Context, args []string) error {
 				return usagef("purge: %s", in.Error())
 			}
 			if res.Jobs > 0 {
-				return fmt.Errorf("%v (after purging %d jobs)", err, res.Jobs)
+				return fmt.Errorf("%w (after purging %s)", err, plural(res.Jobs, "job"))
 			}
 			return err
 		}
 		if c.json {
 			return c.printJSON(res)
 		}
-		fmt.Fprintln(c.out, res.String())
+		verb := "purged"
+		if res.DryRun {
+			verb = "would purge"
+		}
+		fmt.Fprintf(c.out, "%s %s and %s closed before %s\n", verb, plural(res.Jobs, "job"), plural(res.Attempts, "attempt"), stamp(res.Cutoff))
 		if !res.DryRun {
 			batches := "batches"
 			if res.Batches == 1 {
@@ -472,7 +499,7 @@ func (c *cli) reportSchema(ctx context.Context, s *jobs.SQLStore) error {
 		w = tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "VERSION\tMIGRATION\tAPPLIED AT")
 		for _, m := range applied {
-			fmt.Fprintf(w, "%d\t%s\t%s\n", m.Version, m.Name, m.AppliedAt)
+			fmt.Fprintf(w, "%d\t%s\t%s\n", m.Version, m.Name, stampText(m.AppliedAt))
 		}
 		w.Flush()
 	}

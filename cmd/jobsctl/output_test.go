@@ -7,9 +7,70 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/intentjobs/jobs"
 )
+
+var (
+	// dateTime finds anything that looks like a time in text output.
+	dateTime = regexp.MustCompile(`\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:?\d\d| [A-Z]{3,4})?`)
+	// textTime is the one way text output prints a time.
+	textTime = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC$`)
+)
+
+// Text output prints every time one way, with its zone; JSON output has
+// RFC 3339, zone included.
+func TestTimesCarryTheirZone(t *testing.T) {
+	t.Parallel()
+	for _, db := range databases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			h := seed(t, db.store)
+			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
+			texts := [][]string{{"show", h.raced.ID}, {"purge", "--dry-run"}, {"schema"}, {"purge"}}
+			for _, cmd := range texts {
+				r := jobsctl(t, nil, args(cmd...)...)
+				r.want(t, 0)
+				times := dateTime.FindAllString(r.stdout, -1)
+				if len(times) == 0 {
+					t.Errorf("%v prints no time:\n%s", cmd, r.stdout)
+				}
+				for _, s := range times {
+					if !textTime.MatchString(s) {
+						t.Errorf("%v prints the time %q, want the form 2026-12-02 14:29:34.000 UTC:\n%s", cmd, s, r.stdout)
+					}
+				}
+			}
+			created := h.raced.CreatedAt.UTC().Format("2006-01-02 15:04:05.000 UTC")
+			jobsctl(t, nil, args("show", h.raced.ID)...).want(t, 0, "created          "+created, created+"  +0s       job created")
+
+			jsons := [][]string{{"show", h.raced.ID}, {"stale"}, {"purge", "--dry-run"}, {"schema"}}
+			for _, cmd := range jsons {
+				r := jobsctl(t, nil, args(append([]string{"--json"}, cmd...)...)...)
+				r.want(t, 0)
+				var v any
+				if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
+					t.Fatalf("%v --json: %v\n%s", cmd, err, r.stdout)
+				}
+				n := 0
+				walkJSON(v, func(key string, val any) {
+					s, ok := val.(string)
+					if !ok || !dateTime.MatchString(s) {
+						return
+					}
+					n++
+					if _, err := time.Parse(time.RFC3339Nano, s); err != nil {
+						t.Errorf("%v --json: %s is %q, not RFC 3339: %v", cmd, key, s, err)
+					}
+				})
+				if n == 0 {
+					t.Errorf("%v --json has no time:\n%s", cmd, r.stdout)
+				}
+			}
+		})
+	}
+}
 
 // Every key of every JSON output is snake_case, check's violations too.
 func TestJSONKeysAreSnakeCase(t *testing.T) {
