@@ -27,7 +27,8 @@ Commands:
   check                             check the invariants; exit status 1 if any is violated
   purge [--older-than 24h] [--batch-size N] [--dry-run]
                                     delete terminal jobs closed longer ago than --older-than
-  schema                            the database's schema version and this jobsctl's
+  schema                            the database's schema version and this jobsctl's;
+                                    exit status 1 if the database is behind or ahead
   migrate                           apply the migrations the database is missing
 
 The database: --sqlite PATH, --postgres DSN (a postgres:// or postgresql:// URL, or

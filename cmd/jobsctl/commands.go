@@ -432,7 +432,8 @@ type schemaReport struct {
 	Missing  []string                `json:"missing"`
 }
 
-// schema reports the schema version of the database and of this binary.
+// schema reports the schema version of the database and of this binary,
+// and fails (exit status 1) when they differ.
 func (c *cli) schema(ctx context.Context, args []string) error {
 	if _, err := c.subcommand("schema", args, 0, nil); err != nil {
 		return err
@@ -452,6 +453,8 @@ func (c *cli) migrate(ctx context.Context, args []string) error {
 	})
 }
 
+// reportSchema prints where the database's schema stands, and returns
+// errFound unless it is this jobsctl's.
 func (c *cli) reportSchema(ctx context.Context, s *jobs.SQLStore) error {
 	applied, err := s.AppliedMigrations(ctx)
 	if err != nil {
@@ -480,10 +483,21 @@ func (c *cli) reportSchema(ctx context.Context, s *jobs.SQLStore) error {
 		r.Status = "ahead"
 	}
 	if c.json {
-		return c.printJSON(r)
+		err = c.printJSON(r)
+	} else {
+		c.printSchema(s.Dialect(), r)
 	}
+	if err == nil && r.Status != "up to date" {
+		return errFound
+	}
+	return err
+}
+
+// printSchema prints the report as text: the versions, a status line that
+// says what to do when they differ, and the migrations applied.
+func (c *cli) printSchema(dialect string, r schemaReport) {
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "database\t%s, schema version %d\n", s.Dialect(), r.Database)
+	fmt.Fprintf(w, "database\t%s, schema version %d\n", dialect, r.Database)
 	fmt.Fprintf(w, "jobsctl\tschema version %d\n", r.Library)
 	switch r.Status {
 	case "up to date":
@@ -494,14 +508,13 @@ func (c *cli) reportSchema(ctx context.Context, s *jobs.SQLStore) error {
 		fmt.Fprintf(w, "status\tahead: the database was upgraded by a newer release; use a newer jobsctl\n")
 	}
 	w.Flush()
-	if len(applied) > 0 {
+	if len(r.Applied) > 0 {
 		fmt.Fprintln(c.out)
 		w = tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "VERSION\tMIGRATION\tAPPLIED AT")
-		for _, m := range applied {
+		for _, m := range r.Applied {
 			fmt.Fprintf(w, "%d\t%s\t%s\n", m.Version, m.Name, stampText(m.AppliedAt))
 		}
 		w.Flush()
 	}
-	return nil
 }

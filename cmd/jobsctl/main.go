@@ -12,7 +12,8 @@
 // sqlite:PATH, or as a SQLite file path starting with /, ./ or ../.
 //
 // Exit status: 0 on success, 1 when the command failed or found a problem
-// (an invariant violated, a refused cancel), 2 for bad arguments.
+// (an invariant violated, a refused cancel, a database schema behind or
+// ahead of jobsctl's), 2 for bad arguments.
 package main
 
 import (

@@ -333,7 +333,7 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			if _, err := db.store.DB().Exec(q, last); err != nil {
 				t.Fatal(err)
 			}
-			jobsctl(t, nil, args("schema")...).want(t, 0, "behind")
+			jobsctl(t, nil, args("schema")...).want(t, 1, "behind")
 			// Other commands refuse a database at another version.
 			jobsctl(t, nil, args("check")...).wantError(t, 1, "see jobsctl schema")
 			r = jobsctl(t, nil, args("schema", "--json")...)
@@ -353,7 +353,7 @@ func TestEnvironmentDSN(t *testing.T) {
 	pg := []string{"JOBS_DSN=" + jobstest.PostgresDSN(t)}
 	// An empty database: no schema to look at until it is migrated.
 	jobsctl(t, pg, "check").wantError(t, 1, "see jobsctl schema")
-	jobsctl(t, pg, "schema").want(t, 0, "schema version 0", "behind: 0001_init.sql")
+	jobsctl(t, pg, "schema").want(t, 1, "schema version 0", "behind: 0001_init.sql")
 	jobsctl(t, pg, "migrate").want(t, 0, "up to date")
 	jobsctl(t, pg, "check").want(t, 0, "0 jobs and 0 attempts checked")
 	jobsctl(t, []string{"JOBS_DSN=mysql://x"}, "check").wantError(t, 2, "JOBS_DSN must be")
