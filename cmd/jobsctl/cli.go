@@ -25,8 +25,11 @@ Commands:
   stale [--older-than 5m]           attempts unknown, or starting/running with no news for that long
   cancel ATTEMPT_ID --reason TEXT   cancel an attempt out of band; the reason is recorded
   check                             check the invariants; exit status 1 if any is violated
-  purge [--older-than 24h] [--batch-size N] [--dry-run]
+  purge [--retention 24h] [--older-than D] [--force] [--batch-size 500] [--dry-run]
                                     delete terminal jobs closed longer ago than --older-than
+                                    (default: --retention, the retention the service advertises,
+                                    its jobs.Options.Retention); below --retention a replayed key
+                                    would make a second job, so that needs --force
   schema                            the database's schema version and this jobsctl's;
                                     exit status 1 if the database is behind or ahead
   migrate                           apply the migrations the database is missing
@@ -36,7 +39,7 @@ key=value such as "host=db dbname=app user=jobs"), or JOBS_DSN: any of those for
 sqlite:PATH, or a SQLite file path starting with /, ./ or ../.
 Output is aligned text, times in UTC as 2026-12-02 14:29:34.000 UTC; --json prints JSON
 instead, in snake_case, times in RFC 3339.
-Exit status: 0 ok, 1 failed or found a problem, 2 bad arguments.
+Exit status: 0 ok, 1 failed or found a problem, 2 bad arguments or a refused purge.
 `
 
 // exit codes

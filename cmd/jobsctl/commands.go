@@ -186,6 +186,18 @@ func stampText(s string) string {
 	return stamp(t)
 }
 
+// human prints a duration as an operator would type it: 24h, not 24h0m0s.
+func human(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // plural counts n of a noun: "1 job", "2 jobs".
 func plural(n int64, noun string) string {
 	if n == 1 {
@@ -378,20 +390,43 @@ func (c *cli) check(ctx context.Context, args []string) error {
 }
 
 // purge deletes old terminal jobs.
+//
+// A job's key guards against duplicates for as long as the service keeps
+// the job: its advertised retention (jobs.Options.Retention, which jobsctl
+// learns from --retention). Purging sooner lets a client's replay of a key
+// it was promised is still known make a second job, so it takes --force.
 func (c *cli) purge(ctx context.Context, args []string) error {
 	var o jobs.PurgeOptions
+	var olderThan time.Duration
 	retention := jobs.DefaultRetention
-	if _, err := c.subcommand("purge", args, 0, func(fs *flag.FlagSet) {
-		fs.DurationVar(&retention, "older-than", retention, "purge jobs closed longer ago than this")
+	force := false
+	fs, err := c.subcommand("purge", args, 0, func(fs *flag.FlagSet) {
+		fs.DurationVar(&retention, "retention", retention, "the retention the service advertises (its jobs.Options.Retention)")
+		fs.DurationVar(&olderThan, "older-than", 0, "purge jobs closed longer ago than this (default --retention)")
+		fs.BoolVar(&force, "force", false, "purge even with --older-than below --retention")
 		fs.IntVar(&o.BatchSize, "batch-size", jobs.DefaultPurgeBatchSize, "jobs per delete")
 		fs.BoolVar(&o.DryRun, "dry-run", false, "count, delete nothing")
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	if retention <= 0 {
-		return usagef("purge: --older-than must be positive")
+	if !isSet(fs, "older-than") {
+		olderThan = retention
 	}
-	o.Retention = retention
+	switch {
+	case retention <= 0:
+		return usagef("purge: --retention must be positive")
+	case olderThan <= 0:
+		return usagef("purge: --older-than must be positive")
+	case o.BatchSize <= 0 || o.BatchSize > jobs.MaxPurgeBatchSize:
+		return usagef("purge: --batch-size must be between 1 and %d", jobs.MaxPurgeBatchSize)
+	case olderThan < retention && !force && !o.DryRun:
+		return usagef("purge: refused: --older-than %s is below the %s retention the service advertises, "+
+			"so a key replayed within %s of its job closing would make a second job; "+
+			"give --force to purge anyway, or --retention if the service keeps keys for less",
+			human(olderThan), human(retention), human(retention))
+	}
+	o.Retention = olderThan
 	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error {
 		res, err := m.Purge(ctx, o)
 		if err != nil {
@@ -421,6 +456,13 @@ func (c *cli) purge(ctx context.Context, args []string) error {
 		}
 		return nil
 	})
+}
+
+// isSet reports whether the named flag was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // schemaReport is the output of the schema command.

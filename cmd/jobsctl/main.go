@@ -1,6 +1,7 @@
 // Command jobsctl is the operator's tool for a jobs database: it shows a job
 // as a timeline, lists attempts in doubt, cancels an attempt out of band,
-// checks the invariants, purges old jobs and reports the schema version.
+// checks the invariants, purges old jobs (never sooner than the retention
+// the service advertises, unless forced) and reports the schema version.
 //
 // Usage:
 //
@@ -13,7 +14,8 @@
 //
 // Exit status: 0 on success, 1 when the command failed or found a problem
 // (an invariant violated, a refused cancel, a database schema behind or
-// ahead of jobsctl's), 2 for bad arguments.
+// ahead of jobsctl's), 2 for bad arguments, and for a purge refused because
+// it would forget keys sooner than the service's advertised retention.
 package main
 
 import (

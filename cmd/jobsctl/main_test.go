@@ -298,7 +298,7 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			if _, err := db.store.Job(context.Background(), h.old.ID); !errors.Is(err, jobs.ErrNotFound) {
 				t.Errorf("purged job: %v", err)
 			}
-			jobsctl(t, nil, args("purge", "--older-than", "1m")...).want(t, 0, "purged 1 job and 2 attempts")
+			jobsctl(t, nil, args("purge", "--older-than", "1m", "--force")...).want(t, 0, "purged 1 job and 2 attempts")
 
 			// check finds a broken invariant: a job given up while its attempt runs.
 			q := `UPDATE jobs SET state = 'failed', version = version + 1, closed_at = updated_at WHERE id = $1`
@@ -372,10 +372,10 @@ func TestBadArgumentsAndUnreachableDatabases(t *testing.T) {
 	}{
 		{"no command", []string{"--sqlite", path}, 2, "no command given"},
 		{"unknown command", []string{"--sqlite", path, "frobnicate"}, 2, `unknown command "frobnicate"`},
-		{"unknown flag", []string{"--sqlite", path, "purge", "--force"}, 2, "flag provided but not defined: -force"},
+		{"unknown flag", []string{"--sqlite", path, "purge", "--all"}, 2, "flag provided but not defined: -all"},
 		{"bad duration", []string{"--sqlite", path, "purge", "--older-than", "soon"}, 2, "invalid value"},
 		{"negative retention", []string{"--sqlite", path, "purge", "--older-than", "-1h"}, 2, "must be positive"},
-		{"huge batch", []string{"--sqlite", path, "purge", "--batch-size", "1000000"}, 2, "BatchSize"},
+		{"huge batch", []string{"--sqlite", path, "purge", "--batch-size", "1000000"}, 2, "--batch-size must be between 1 and 10000"},
 		{"no database", []string{"check"}, 2, "no database"},
 		{"two databases", []string{"--sqlite", path, "--postgres", "postgres://x", "check"}, 2, "not both"},
 		{"show without ID", []string{"--sqlite", path, "show"}, 2, "show needs"},
