@@ -22,7 +22,9 @@ const usage = `Usage: jobsctl [--sqlite PATH | --postgres DSN] [--json] [--timeo
 Commands:
   show JOB_ID | ATTEMPT_ID          a job and its attempts, as a timeline
   show --owner OWNER --key KEY      the same, found by owner and idempotency key
-  stale [--older-than 5m]           attempts unknown, or starting/running with no news for that long
+  stale [--older-than 5m] [--limit 100]
+                                    attempts unknown, or starting/running with no news for
+                                    --older-than; at most --limit of them, least recent first
   cancel ATTEMPT_ID --reason TEXT   cancel an attempt out of band; the reason is recorded
   check                             check the invariants; exit status 1 if any is violated
   purge [--retention 24h] [--older-than D] [--force] [--batch-size 500] [--dry-run]

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -279,7 +280,7 @@ func (c *cli) stale(ctx context.Context, args []string) error {
 	limit := 100
 	if _, err := c.subcommand("stale", args, 0, func(fs *flag.FlagSet) {
 		fs.DurationVar(&olderThan, "older-than", olderThan, "starting or running attempts not updated for this long")
-		fs.IntVar(&limit, "limit", limit, "at most this many")
+		fs.IntVar(&limit, "limit", limit, "list at most this many, least recently updated first")
 	}); err != nil {
 		return err
 	}
@@ -288,11 +289,14 @@ func (c *cli) stale(ctx context.Context, args []string) error {
 	}
 	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
 		now := time.Now()
-		// Every unknown attempt, whatever its age; open ones only when silent.
-		as, err := s.StaleAttempts(ctx, jobs.StaleQuery{UnknownBefore: now, OpenBefore: now.Add(-olderThan), Limit: limit})
+		// Every unknown attempt, whatever its age; open ones only when
+		// silent. One more than the limit tells whether some were left out.
+		as, err := s.StaleAttempts(ctx, jobs.StaleQuery{UnknownBefore: now, OpenBefore: now.Add(-olderThan), Limit: min(limit, math.MaxInt-1) + 1})
 		if err != nil {
 			return err
 		}
+		more := len(as) > limit
+		as = as[:min(len(as), limit)]
 		rows := make([]staleAttempt, len(as))
 		for i, a := range as {
 			rows[i] = staleAttempt{a, now.Sub(a.UpdatedAt)}
@@ -310,7 +314,13 @@ func (c *cli) stale(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.JobID, r.Seq, r.Provider, r.State,
 				orDash(r.ProviderRef), dur(r.Silent.Round(time.Second)), r.Reason)
 		}
-		return w.Flush()
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if more {
+			fmt.Fprintf(c.out, "the %d least recently updated shown; there are more (raise --limit)\n", limit)
+		}
+		return nil
 	})
 }
 
