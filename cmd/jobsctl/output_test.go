@@ -27,10 +27,9 @@ func TestTimesCarryTheirZone(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			h := seed(t, db.store)
-			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
 			texts := [][]string{{"show", h.raced.ID}, {"purge", "--dry-run"}, {"schema"}, {"purge"}}
 			for _, cmd := range texts {
-				r := jobsctl(t, nil, args(cmd...)...)
+				r := jobsctl(t, nil, db.args(cmd...)...)
 				r.want(t, 0)
 				times := dateTime.FindAllString(r.stdout, -1)
 				if len(times) == 0 {
@@ -43,11 +42,11 @@ func TestTimesCarryTheirZone(t *testing.T) {
 				}
 			}
 			created := h.raced.CreatedAt.UTC().Format("2006-01-02 15:04:05.000 UTC")
-			jobsctl(t, nil, args("show", h.raced.ID)...).want(t, 0, "created          "+created, created+"  +0s       job created")
+			jobsctl(t, nil, db.args("show", h.raced.ID)...).want(t, 0, "created          "+created, created+"  +0s       job created")
 
 			jsons := [][]string{{"show", h.raced.ID}, {"stale"}, {"purge", "--dry-run"}, {"schema"}}
 			for _, cmd := range jsons {
-				r := jobsctl(t, nil, args(append([]string{"--json"}, cmd...)...)...)
+				r := jobsctl(t, nil, db.args(append([]string{"--json"}, cmd...)...)...)
 				r.want(t, 0)
 				var v any
 				if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
@@ -80,15 +79,7 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			h := seed(t, db.store)
-			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
-			// A job given up while its attempt runs: a violation to print.
-			q := `UPDATE jobs SET state = 'failed', version = version + 1, closed_at = updated_at WHERE id = $1`
-			if db.name == "sqlite" {
-				q = strings.Replace(q, "$1", "?", 1)
-			}
-			if _, err := db.store.DB().Exec(q, h.doubt.ID); err != nil {
-				t.Fatal(err)
-			}
+			db.failUnderOpenAttempt(t, h.doubt.ID) // a violation to print
 			cmds := []struct {
 				args []string
 				code int
@@ -102,7 +93,7 @@ func TestJSONKeysAreSnakeCase(t *testing.T) {
 				{[]string{"cancel", h.unknown.ID, "--reason", "confirmed never received"}, 0, []string{"job_id", "finished_at"}},
 			}
 			for _, c := range cmds {
-				r := jobsctl(t, nil, args(append([]string{"--json"}, c.args...)...)...)
+				r := jobsctl(t, nil, db.args(append([]string{"--json"}, c.args...)...)...)
 				r.want(t, c.code)
 				var v any
 				if err := json.Unmarshal([]byte(r.stdout), &v); err != nil {
@@ -146,17 +137,16 @@ func TestErrorLinesHaveOnePrefix(t *testing.T) {
 	t.Parallel()
 	db := databases(t)[0]
 	h := seed(t, db.store)
-	args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
 	cases := []struct {
 		name string
 		args []string
 		code int
 		line string
 	}{
-		{"job not found", args("show", "job_nope"), 1, "jobsctl: job job_nope: not found\n"},
-		{"attempt not found", args("cancel", "att_nope", "--reason", "x"), 1, "jobsctl: attempt att_nope: not found\n"},
-		{"no job for a key", args("show", "--owner", "user-7", "--key", "order-99"), 1, "jobsctl: no job for this owner and key: not found\n"},
-		{"refused transition", args("cancel", h.rHedge.ID, "--reason", "x"), 1,
+		{"job not found", db.args("show", "job_nope"), 1, "jobsctl: job job_nope: not found\n"},
+		{"attempt not found", db.args("cancel", "att_nope", "--reason", "x"), 1, "jobsctl: attempt att_nope: not found\n"},
+		{"no job for a key", db.args("show", "--owner", "user-7", "--key", "order-99"), 1, "jobsctl: no job for this owner and key: not found\n"},
+		{"refused transition", db.args("cancel", h.rHedge.ID, "--reason", "x"), 1,
 			"jobsctl: attempt " + h.rHedge.ID + " cannot move from succeeded to cancelled\n"},
 		{"unreachable database", []string{"--postgres", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5", "schema"}, 1,
 			"jobsctl: schema version: unavailable: "},

@@ -17,7 +17,6 @@ func TestPurgeBelowAdvertisedRetentionNeedsForce(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			h := seed(t, db.store) // order-42 closed about two hours ago, order-41 two days ago
-			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
 			replay := func() (jobs.Job, bool) {
 				t.Helper()
 				j, created, err := jobs.New(db.store, jobs.Options{}).Submit(context.Background(), jobs.SubmitRequest{Owner: "user-7", Key: "order-42",
@@ -40,7 +39,7 @@ func TestPurgeBelowAdvertisedRetentionNeedsForce(t *testing.T) {
 				{"with --json", []string{"--json", "--older-than", "1h"}, "give --force"},
 			}
 			for _, tc := range refusals {
-				jobsctl(t, nil, args(append([]string{"purge"}, tc.args...)...)...).wantError(t, 2, tc.msg)
+				jobsctl(t, nil, db.args(append([]string{"purge"}, tc.args...)...)...).wantError(t, 2, tc.msg)
 				if _, err := db.store.Job(context.Background(), h.raced.ID); err != nil {
 					t.Fatalf("%s: the refused purge deleted %s: %v", tc.name, h.raced.ID, err)
 				}
@@ -50,15 +49,15 @@ func TestPurgeBelowAdvertisedRetentionNeedsForce(t *testing.T) {
 			}
 
 			// Counting deletes nothing, so it needs no --force.
-			jobsctl(t, nil, args("purge", "--older-than", "1m", "--dry-run")...).want(t, 0, "would purge 2 jobs and 2 attempts")
+			jobsctl(t, nil, db.args("purge", "--older-than", "1m", "--dry-run")...).want(t, 0, "would purge 2 jobs and 2 attempts")
 			// --older-than defaults to --retention: a service that keeps keys
 			// for an hour has its two-hour-old job purged.
-			jobsctl(t, nil, args("purge", "--retention", "1h", "--dry-run")...).want(t, 0, "would purge 2 jobs")
-			jobsctl(t, nil, args("purge", "--retention", "3h", "--dry-run")...).want(t, 0, "would purge 1 job and 0 attempts")
+			jobsctl(t, nil, db.args("purge", "--retention", "1h", "--dry-run")...).want(t, 0, "would purge 2 jobs")
+			jobsctl(t, nil, db.args("purge", "--retention", "3h", "--dry-run")...).want(t, 0, "would purge 1 job and 0 attempts")
 
 			// With --force the operator gets what they asked for, and what
 			// the refusal said: the replay is a new job.
-			jobsctl(t, nil, args("purge", "--older-than", "1m", "--force")...).want(t, 0, "purged 2 jobs and 2 attempts")
+			jobsctl(t, nil, db.args("purge", "--older-than", "1m", "--force")...).want(t, 0, "purged 2 jobs and 2 attempts")
 			if _, err := db.store.Job(context.Background(), h.raced.ID); !errors.Is(err, jobs.ErrNotFound) {
 				t.Fatalf("forced purge kept %s: %v", h.raced.ID, err)
 			}

@@ -30,20 +30,13 @@ func TestSchemaExitStatusSaysBehindOrAhead(t *testing.T) {
 	for _, db := range databases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
-			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
 			for _, st := range steps {
 				if st.sql != "" {
-					q := st.sql
-					if db.name == "sqlite" {
-						q = strings.ReplaceAll(q, "$1", "?")
-					}
-					if _, err := db.store.DB().Exec(q, last); err != nil {
-						t.Fatalf("%s: %v", st.name, err)
-					}
+					db.exec(t, st.sql, last)
 				}
-				jobsctl(t, nil, args("schema")...).want(t, st.code, strings.ReplaceAll(st.status, "LAST", lastMigration(t, db.name)))
+				jobsctl(t, nil, db.args("schema")...).want(t, st.code, strings.ReplaceAll(st.status, "LAST", lastMigration(t, db.name)))
 
-				r := jobsctl(t, nil, args("schema", "--json")...)
+				r := jobsctl(t, nil, db.args("schema", "--json")...)
 				r.want(t, st.code)
 				var rep schemaReport
 				if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Status != st.name {

@@ -42,25 +42,24 @@ func TestStaleLimitIsDocumentedAndSaysWhatItLeftOut(t *testing.T) {
 				}
 				unknown = append(unknown, a.ID)
 			}
-			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
 			const more = "the 2 least recently updated shown; there are more (raise --limit)"
 
-			r := jobsctl(t, nil, args("stale", "--limit", "2")...)
+			r := jobsctl(t, nil, db.args("stale", "--limit", "2")...)
 			r.want(t, 0, unknown[0], unknown[1], more)
 			if strings.Contains(r.stdout, unknown[2]) {
 				t.Errorf("stale --limit 2 lists a third attempt:\n%s", r.stdout)
 			}
-			r = jobsctl(t, nil, args("stale", "--limit", "3")...)
+			r = jobsctl(t, nil, db.args("stale", "--limit", "3")...)
 			r.want(t, 0, unknown[0], unknown[1], unknown[2])
 			if strings.Contains(r.stdout, "there are more") {
 				t.Errorf("stale --limit 3 says some were left out:\n%s", r.stdout)
 			}
-			r = jobsctl(t, nil, args("stale", "--json", "--limit", "2")...)
+			r = jobsctl(t, nil, db.args("stale", "--json", "--limit", "2")...)
 			var rows []jobs.Attempt
 			if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil || len(rows) != 2 || rows[0].ID != unknown[0] {
 				t.Errorf("stale --json --limit 2 = %+v, %v", rows, err)
 			}
-			jobsctl(t, nil, args("stale", "--limit", "0")...).wantError(t, 2, "--limit must be positive")
+			jobsctl(t, nil, db.args("stale", "--limit", "0")...).wantError(t, 2, "--limit must be positive")
 		})
 	}
 }
