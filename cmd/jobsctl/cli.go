@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -20,17 +22,26 @@ const usage = `Usage: jobsctl [--sqlite PATH | --postgres DSN] [--json] [--timeo
 Commands:
   show JOB_ID | ATTEMPT_ID          a job and its attempts, as a timeline
   show --owner OWNER --key KEY      the same, found by owner and idempotency key
-  stale [--older-than 5m]           attempts unknown, or starting/running with no news for that long
+  stale [--older-than 5m] [--limit 100]
+                                    attempts unknown, or starting/running with no news for
+                                    --older-than; at most --limit of them, least recent first
   cancel ATTEMPT_ID --reason TEXT   cancel an attempt out of band; the reason is recorded
   check                             check the invariants; exit status 1 if any is violated
-  purge [--older-than 24h] [--batch-size N] [--dry-run]
+  purge [--retention 24h] [--older-than D] [--force] [--batch-size 500] [--dry-run]
                                     delete terminal jobs closed longer ago than --older-than
-  schema                            the database's schema version and this jobsctl's
+                                    (default: --retention, the retention the service advertises,
+                                    its jobs.Options.Retention); below --retention a replayed key
+                                    would make a second job, so that needs --force
+  schema                            the database's schema version and this jobsctl's;
+                                    exit status 1 if the database is behind or ahead
   migrate                           apply the migrations the database is missing
 
-The database: --sqlite PATH, --postgres DSN, or JOBS_DSN (a postgres:// URL or sqlite:PATH).
-Output is aligned text; --json prints JSON instead.
-Exit status: 0 ok, 1 failed or found a problem, 2 bad arguments.
+The database: --sqlite PATH, --postgres DSN (a postgres:// or postgresql:// URL, or
+key=value such as "host=db dbname=app user=jobs"), or JOBS_DSN: any of those forms,
+sqlite:PATH, or a SQLite file path starting with /, ./ or ../.
+Output is aligned text, times in UTC as 2026-12-02 14:29:34.000 UTC; --json prints JSON
+instead, in snake_case, times in RFC 3339.
+Exit status: 0 ok, 1 failed or found a problem, 2 bad arguments or a refused purge.
 `
 
 // exit codes
@@ -82,18 +93,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprint(stdout, usage)
 		return exitOK
 	case errors.As(err, &ue):
-		fmt.Fprintf(stderr, "jobsctl: %s (see jobsctl --help)\n", oneLine(ue.msg))
+		fmt.Fprintf(stderr, "jobsctl: %s (see jobsctl --help)\n", message(ue))
 		return exitUsage
 	case errors.Is(err, errFound):
 		return exitFailed
 	default:
-		fmt.Fprintf(stderr, "jobsctl: %s\n", oneLine(err.Error()))
+		fmt.Fprintf(stderr, "jobsctl: %s\n", message(err))
 		return exitFailed
 	}
 }
 
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
+// message is err's text on one line, without the "jobs: " that the
+// library puts before each error it makes, at every layer: after jobsctl's
+// own prefix it would only repeat itself ("jobs: job X: jobs: not found").
+func message(err error) string {
+	parts := strings.Split(strings.Join(strings.Fields(err.Error()), " "), ": ")
+	kept := parts[:0]
+	for i, p := range parts {
+		if p == "jobs" && i < len(parts)-1 {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return strings.Join(kept, ": ")
 }
 
 func (c *cli) run(ctx context.Context, args []string) error {
@@ -191,15 +213,32 @@ func (c *cli) target() (target, error) {
 		return target{"postgres", c.postgres}, nil
 	}
 	env := c.getenv("JOBS_DSN")
-	switch {
-	case env == "":
+	if env == "" {
 		return target{}, usagef("no database: give --sqlite PATH or --postgres DSN, or set JOBS_DSN")
-	case strings.HasPrefix(env, "postgres://"), strings.HasPrefix(env, "postgresql://"):
-		return target{"postgres", env}, nil
-	case strings.HasPrefix(env, "sqlite:"):
-		return target{"sqlite", strings.TrimPrefix(env, "sqlite:")}, nil
 	}
-	return target{}, usagef("JOBS_DSN must be a postgres:// URL or sqlite:PATH")
+	return parseDSN(env)
+}
+
+// keyValueDSN matches a PostgreSQL connection string in key=value form,
+// such as "host=127.0.0.1 dbname=test user=postgres".
+var keyValueDSN = regexp.MustCompile(`^\s*[A-Za-z_]+\s*=`)
+
+// parseDSN reads the database named by JOBS_DSN: for PostgreSQL, what
+// --postgres accepts (a postgres:// or postgresql:// URL, or key=value
+// pairs); for SQLite, sqlite:PATH, or a path that is plainly one (absolute,
+// or starting with ./ or ../), so that a mistyped URL is not taken for the
+// name of a file.
+func parseDSN(dsn string) (target, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"), keyValueDSN.MatchString(dsn):
+		return target{"postgres", dsn}, nil
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return target{"sqlite", strings.TrimPrefix(dsn, "sqlite:")}, nil
+	case filepath.IsAbs(dsn), strings.HasPrefix(dsn, "./"), strings.HasPrefix(dsn, "../"):
+		return target{"sqlite", dsn}, nil
+	}
+	return target{}, usagef("JOBS_DSN must be a postgres:// or postgresql:// URL, key=value pairs (host=... dbname=...), " +
+		"sqlite:PATH, or a SQLite file path starting with /, ./ or ../")
 }
 
 // store opens the database named by the options. Unless migrate is set it
@@ -222,7 +261,7 @@ func (c *cli) store(ctx context.Context, mode openMode) (*jobs.SQLStore, func(),
 	switch t.dialect {
 	case "sqlite":
 		if t.dsn == "" {
-			return nil, nil, usagef("--sqlite needs a path")
+			return nil, nil, usagef("no SQLite database path given")
 		}
 		if mode != openMigrate {
 			if _, err := os.Stat(t.dsn); err != nil {

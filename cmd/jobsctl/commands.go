@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -164,11 +165,46 @@ func dur(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
+// stampLayout is how text output prints a time, always in UTC and saying
+// so; JSON output has RFC 3339.
+const stampLayout = "2006-01-02 15:04:05.000 UTC"
+
+// stamp prints a time for people.
 func stamp(t time.Time) string {
 	if t.IsZero() {
 		return "-"
 	}
-	return t.UTC().Format("2006-01-02 15:04:05.000")
+	return t.UTC().Format(stampLayout)
+}
+
+// stampText prints a time recorded as RFC 3339 text, as stamp does; text
+// that is not RFC 3339 is printed as it is.
+func stampText(s string) string {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return s
+	}
+	return stamp(t)
+}
+
+// human prints a duration as an operator would type it: 24h, not 24h0m0s.
+func human(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// plural counts n of a noun: "1 job", "2 jobs".
+func plural(n int64, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func (c *cli) printJob(j jobs.Job, as []jobs.Attempt, tl []step) {
@@ -244,7 +280,7 @@ func (c *cli) stale(ctx context.Context, args []string) error {
 	limit := 100
 	if _, err := c.subcommand("stale", args, 0, func(fs *flag.FlagSet) {
 		fs.DurationVar(&olderThan, "older-than", olderThan, "starting or running attempts not updated for this long")
-		fs.IntVar(&limit, "limit", limit, "at most this many")
+		fs.IntVar(&limit, "limit", limit, "list at most this many, least recently updated first")
 	}); err != nil {
 		return err
 	}
@@ -253,11 +289,14 @@ func (c *cli) stale(ctx context.Context, args []string) error {
 	}
 	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
 		now := time.Now()
-		// Every unknown attempt, whatever its age; open ones only when silent.
-		as, err := s.StaleAttempts(ctx, jobs.StaleQuery{UnknownBefore: now, OpenBefore: now.Add(-olderThan), Limit: limit})
+		// Every unknown attempt, whatever its age; open ones only when
+		// silent. One more than the limit tells whether some were left out.
+		as, err := s.StaleAttempts(ctx, jobs.StaleQuery{UnknownBefore: now, OpenBefore: now.Add(-olderThan), Limit: min(limit, math.MaxInt-1) + 1})
 		if err != nil {
 			return err
 		}
+		more := len(as) > limit
+		as = as[:min(len(as), limit)]
 		rows := make([]staleAttempt, len(as))
 		for i, a := range as {
 			rows[i] = staleAttempt{a, now.Sub(a.UpdatedAt)}
@@ -275,7 +314,13 @@ func (c *cli) stale(ctx context.Context, args []string) error {
 			fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", r.ID, r.JobID, r.Seq, r.Provider, r.State,
 				orDash(r.ProviderRef), dur(r.Silent.Round(time.Second)), r.Reason)
 		}
-		return w.Flush()
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		if more {
+			fmt.Fprintf(c.out, "the %d least recently updated shown; there are more (raise --limit)\n", limit)
+		}
+		return nil
 	})
 }
 
@@ -304,6 +349,13 @@ func (c *cli) cancel(ctx context.Context, args []string) error {
 	})
 }
 
+// violation is a broken invariant as check --json prints it.
+type violation struct {
+	Rule   string `json:"rule"`
+	JobID  string `json:"job_id"`
+	Detail string `json:"detail"`
+}
+
 // check runs the invariant checker over the whole database.
 func (c *cli) check(ctx context.Context, args []string) error {
 	if _, err := c.subcommand("check", args, 0, nil); err != nil {
@@ -320,14 +372,15 @@ func (c *cli) check(ctx context.Context, args []string) error {
 			attempts += len(as)
 		}
 		if c.json {
-			if vs == nil {
-				vs = []jobstest.Violation{}
+			rows := make([]violation, len(vs))
+			for i, v := range vs {
+				rows[i] = violation(v)
 			}
 			err = c.printJSON(struct {
-				Jobs       int                  `json:"jobs"`
-				Attempts   int                  `json:"attempts"`
-				Violations []jobstest.Violation `json:"violations"`
-			}{len(snap.Jobs), attempts, vs})
+				Jobs       int         `json:"jobs"`
+				Attempts   int         `json:"attempts"`
+				Violations []violation `json:"violations"`
+			}{len(snap.Jobs), attempts, rows})
 		} else {
 			w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 			if len(vs) > 0 {
@@ -347,20 +400,43 @@ func (c *cli) check(ctx context.Context, args []string) error {
 }
 
 // purge deletes old terminal jobs.
+//
+// A job's key guards against duplicates for as long as the service keeps
+// the job: its advertised retention (jobs.Options.Retention, which jobsctl
+// learns from --retention). Purging sooner lets a client's replay of a key
+// it was promised is still known make a second job, so it takes --force.
 func (c *cli) purge(ctx context.Context, args []string) error {
 	var o jobs.PurgeOptions
+	var olderThan time.Duration
 	retention := jobs.DefaultRetention
-	if _, err := c.subcommand("purge", args, 0, func(fs *flag.FlagSet) {
-		fs.DurationVar(&retention, "older-than", retention, "purge jobs closed longer ago than this")
+	force := false
+	fs, err := c.subcommand("purge", args, 0, func(fs *flag.FlagSet) {
+		fs.DurationVar(&retention, "retention", retention, "the retention the service advertises (its jobs.Options.Retention)")
+		fs.DurationVar(&olderThan, "older-than", 0, "purge jobs closed longer ago than this (default --retention)")
+		fs.BoolVar(&force, "force", false, "purge even with --older-than below --retention")
 		fs.IntVar(&o.BatchSize, "batch-size", jobs.DefaultPurgeBatchSize, "jobs per delete")
 		fs.BoolVar(&o.DryRun, "dry-run", false, "count, delete nothing")
-	}); err != nil {
+	})
+	if err != nil {
 		return err
 	}
-	if retention <= 0 {
-		return usagef("purge: --older-than must be positive")
+	if !isSet(fs, "older-than") {
+		olderThan = retention
 	}
-	o.Retention = retention
+	switch {
+	case retention <= 0:
+		return usagef("purge: --retention must be positive")
+	case olderThan <= 0:
+		return usagef("purge: --older-than must be positive")
+	case o.BatchSize <= 0 || o.BatchSize > jobs.MaxPurgeBatchSize:
+		return usagef("purge: --batch-size must be between 1 and %d", jobs.MaxPurgeBatchSize)
+	case olderThan < retention && !force && !o.DryRun:
+		return usagef("purge: refused: --older-than %s is below the %s retention the service advertises, "+
+			"so a key replayed within %s of its job closing would make a second job; "+
+			"give --force to purge anyway, or --retention if the service keeps keys for less",
+			human(olderThan), human(retention), human(retention))
+	}
+	o.Retention = olderThan
 	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error {
 		res, err := m.Purge(ctx, o)
 		if err != nil {
@@ -369,14 +445,18 @@ func (c *cli) purge(ctx context.Context, args []string) error {
 				return usagef("purge: %s", in.Error())
 			}
 			if res.Jobs > 0 {
-				return fmt.Errorf("%v (after purging %d jobs)", err, res.Jobs)
+				return fmt.Errorf("%w (after purging %s)", err, plural(res.Jobs, "job"))
 			}
 			return err
 		}
 		if c.json {
 			return c.printJSON(res)
 		}
-		fmt.Fprintln(c.out, res.String())
+		verb := "purged"
+		if res.DryRun {
+			verb = "would purge"
+		}
+		fmt.Fprintf(c.out, "%s %s and %s closed before %s\n", verb, plural(res.Jobs, "job"), plural(res.Attempts, "attempt"), stamp(res.Cutoff))
 		if !res.DryRun {
 			batches := "batches"
 			if res.Batches == 1 {
@@ -388,6 +468,13 @@ func (c *cli) purge(ctx context.Context, args []string) error {
 	})
 }
 
+// isSet reports whether the named flag was given on the command line.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
 // schemaReport is the output of the schema command.
 type schemaReport struct {
 	Database int                     `json:"database_version"`
@@ -397,7 +484,8 @@ type schemaReport struct {
 	Missing  []string                `json:"missing"`
 }
 
-// schema reports the schema version of the database and of this binary.
+// schema reports the schema version of the database and of this binary,
+// and fails (exit status 1) when they differ.
 func (c *cli) schema(ctx context.Context, args []string) error {
 	if _, err := c.subcommand("schema", args, 0, nil); err != nil {
 		return err
@@ -417,6 +505,8 @@ func (c *cli) migrate(ctx context.Context, args []string) error {
 	})
 }
 
+// reportSchema prints where the database's schema stands, and returns
+// errFound unless it is this jobsctl's.
 func (c *cli) reportSchema(ctx context.Context, s *jobs.SQLStore) error {
 	applied, err := s.AppliedMigrations(ctx)
 	if err != nil {
@@ -445,10 +535,21 @@ func (c *cli) reportSchema(ctx context.Context, s *jobs.SQLStore) error {
 		r.Status = "ahead"
 	}
 	if c.json {
-		return c.printJSON(r)
+		err = c.printJSON(r)
+	} else {
+		c.printSchema(s.Dialect(), r)
 	}
+	if err == nil && r.Status != "up to date" {
+		return errFound
+	}
+	return err
+}
+
+// printSchema prints the report as text: the versions, a status line that
+// says what to do when they differ, and the migrations applied.
+func (c *cli) printSchema(dialect string, r schemaReport) {
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "database\t%s, schema version %d\n", s.Dialect(), r.Database)
+	fmt.Fprintf(w, "database\t%s, schema version %d\n", dialect, r.Database)
 	fmt.Fprintf(w, "jobsctl\tschema version %d\n", r.Library)
 	switch r.Status {
 	case "up to date":
@@ -459,14 +560,13 @@ func (c *cli) reportSchema(ctx context.Context, s *jobs.SQLStore) error {
 		fmt.Fprintf(w, "status\tahead: the database was upgraded by a newer release; use a newer jobsctl\n")
 	}
 	w.Flush()
-	if len(applied) > 0 {
+	if len(r.Applied) > 0 {
 		fmt.Fprintln(c.out)
 		w = tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "VERSION\tMIGRATION\tAPPLIED AT")
-		for _, m := range applied {
-			fmt.Fprintf(w, "%d\t%s\t%s\n", m.Version, m.Name, m.AppliedAt)
+		for _, m := range r.Applied {
+			fmt.Fprintf(w, "%d\t%s\t%s\n", m.Version, m.Name, stampText(m.AppliedAt))
 		}
 		w.Flush()
 	}
-	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -47,9 +48,16 @@ type result struct {
 // jobsctl runs the binary with args, and JOBS_DSN unset unless env sets it.
 func jobsctl(t *testing.T, env []string, args ...string) result {
 	t.Helper()
+	return jobsctlIn(t, "", env, args...)
+}
+
+// jobsctlIn runs the binary as jobsctl does, in the directory dir.
+func jobsctlIn(t *testing.T, dir string, env []string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -78,8 +86,13 @@ func (r result) want(t *testing.T, code int, contains ...string) {
 	}
 }
 
+// libraryPrefix finds the library's "jobs: " prefix in an error line, where
+// jobsctl's own prefix should be the only one.
+var libraryPrefix = regexp.MustCompile(`(^|: )jobs: `)
+
 // wantError checks a failure: the exit code, nothing on stdout, and one
-// line on stderr that contains the given text and no stack trace.
+// line on stderr, with one prefix, that contains the given text and no
+// stack trace.
 func (r result) wantError(t *testing.T, code int, contains string) {
 	t.Helper()
 	if r.code != code {
@@ -91,6 +104,9 @@ func (r result) wantError(t *testing.T, code int, contains string) {
 	lines := strings.Split(strings.TrimSuffix(r.stderr, "\n"), "\n")
 	if len(lines) != 1 || !strings.HasPrefix(lines[0], "jobsctl: ") || !strings.HasSuffix(r.stderr, "\n") {
 		t.Errorf("stderr is not one line starting with \"jobsctl: \": %q", r.stderr)
+	}
+	if libraryPrefix.MatchString(strings.TrimPrefix(r.stderr, "jobsctl: ")) {
+		t.Errorf("stderr %q has a prefix after \"jobsctl: \"", r.stderr)
 	}
 	if !strings.Contains(r.stderr, contains) {
 		t.Errorf("stderr %q does not mention %q", r.stderr, contains)
@@ -164,13 +180,16 @@ func seed(t *testing.T, s jobs.Store) seeded {
 	return h
 }
 
-// databases are the stores the CLI is tested on: the flag that names each
-// and a store to seed it through.
-func databases(t *testing.T) []struct {
-	name  string
+// database is a store the CLI is tested on: the flags that name it, and a
+// store to seed it through.
+type database struct {
+	name  string // the dialect
 	flags []string
 	store *jobs.SQLStore
-} {
+}
+
+// databases are the stores the CLI is tested on, one of each dialect.
+func databases(t *testing.T) []database {
 	path := filepath.Join(t.TempDir(), "jobs.db")
 	sqlite := jobstest.NewSQLiteAt(t, path)
 	dsn := jobstest.PostgresDSN(t)
@@ -180,14 +199,37 @@ func databases(t *testing.T) []struct {
 	}
 	pg.DB().SetMaxOpenConns(4)
 	t.Cleanup(func() { pg.Close() })
-	return []struct {
-		name  string
-		flags []string
-		store *jobs.SQLStore
-	}{
+	return []database{
 		{"sqlite", []string{"--sqlite", path}, sqlite},
 		{"postgres", []string{"--postgres", dsn}, pg},
 	}
+}
+
+// args is a jobsctl command line on the database.
+func (db database) args(a ...string) []string {
+	return append(append([]string{}, db.flags...), a...)
+}
+
+// placeholder is a PostgreSQL parameter, written ? for SQLite.
+var placeholder = regexp.MustCompile(`\$\d+`)
+
+// exec runs a statement behind the library's back, written with $1
+// placeholders whichever the dialect.
+func (db database) exec(t *testing.T, query string, args ...any) {
+	t.Helper()
+	if db.name == "sqlite" {
+		query = placeholder.ReplaceAllString(query, "?")
+	}
+	if _, err := db.store.DB().Exec(query, args...); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+}
+
+// failUnderOpenAttempt breaks an invariant: the job is failed while its
+// attempt is still open, which the library never does.
+func (db database) failUnderOpenAttempt(t *testing.T, jobID string) {
+	t.Helper()
+	db.exec(t, `UPDATE jobs SET state = 'failed', version = version + 1, closed_at = updated_at WHERE id = $1`, jobID)
 }
 
 func TestShow(t *testing.T) {
@@ -196,9 +238,8 @@ func TestShow(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			h := seed(t, db.store)
-			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
 
-			r := jobsctl(t, nil, args("show", h.raced.ID)...)
+			r := jobsctl(t, nil, db.args("show", h.raced.ID)...)
 			r.want(t, 0,
 				"state            succeeded (version 2)",
 				"won by           attempt 2 ("+h.rHedge.ID+")",
@@ -215,9 +256,9 @@ func TestShow(t *testing.T) {
 			}
 			// By attempt ID, and by owner and key, with the flags after the command.
 			jobsctl(t, nil, append([]string{"show", h.rPrimary.ID}, db.flags...)...).want(t, 0, h.raced.ID)
-			jobsctl(t, nil, args("show", "--owner", "user-7", "--key", "order-42")...).want(t, 0, h.raced.ID)
+			jobsctl(t, nil, db.args("show", "--owner", "user-7", "--key", "order-42")...).want(t, 0, h.raced.ID)
 
-			r = jobsctl(t, nil, args("--json", "show", h.raced.ID)...)
+			r = jobsctl(t, nil, db.args("--json", "show", h.raced.ID)...)
 			r.want(t, 0)
 			var got struct {
 				Job      jobs.Job
@@ -237,7 +278,7 @@ func TestShow(t *testing.T) {
 				t.Errorf("last step %q at +%v, want +12.935s", last.What, last.Offset)
 			}
 
-			jobsctl(t, nil, args("show", "job_nope")...).wantError(t, 1, "not found")
+			jobsctl(t, nil, db.args("show", "job_nope")...).wantError(t, 1, "not found")
 		})
 	}
 }
@@ -248,33 +289,32 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
 			h := seed(t, db.store)
-			args := func(a ...string) []string { return append(append([]string{}, db.flags...), a...) }
 
 			// stale: the unknown attempt, of any age.
-			jobsctl(t, nil, args("stale")...).want(t, 0, h.unknown.ID, "unknown", "no answer after 30s")
-			r := jobsctl(t, nil, args("stale", "--json", "--older-than", "1h")...)
+			jobsctl(t, nil, db.args("stale")...).want(t, 0, h.unknown.ID, "unknown", "no answer after 30s")
+			r := jobsctl(t, nil, db.args("stale", "--json", "--older-than", "1h")...)
 			var stale []jobs.Attempt
 			if err := json.Unmarshal([]byte(r.stdout), &stale); err != nil || len(stale) != 1 || stale[0].ID != h.unknown.ID {
 				t.Errorf("stale --json = %v, %v\n%s", stale, err, r.stdout)
 			}
 
 			// check: a clean database.
-			jobsctl(t, nil, args("check")...).want(t, 0, "3 jobs and 3 attempts checked: 0 violations")
+			jobsctl(t, nil, db.args("check")...).want(t, 0, "3 jobs and 3 attempts checked: 0 violations")
 
 			// cancel: recorded on the attempt, and it unblocks the job.
 			reason := "operator: provider confirms it never received the request"
-			jobsctl(t, nil, args("cancel", h.unknown.ID, "--reason", reason)...).want(t, 0, "is cancelled: "+reason)
+			jobsctl(t, nil, db.args("cancel", h.unknown.ID, "--reason", reason)...).want(t, 0, "is cancelled: "+reason)
 			a, err := db.store.Attempt(context.Background(), h.unknown.ID)
 			if err != nil || a.State != jobs.AttemptCancelled || a.Reason != reason {
 				t.Errorf("after cancel: %+v, %v", a, err)
 			}
-			jobsctl(t, nil, args("stale")...).want(t, 0, "no attempt unknown")
+			jobsctl(t, nil, db.args("stale")...).want(t, 0, "no attempt unknown")
 			// A finished attempt cannot be cancelled.
-			jobsctl(t, nil, args("cancel", h.rHedge.ID, "--reason", "oops")...).wantError(t, 1, "cannot move from succeeded to cancelled")
+			jobsctl(t, nil, db.args("cancel", h.rHedge.ID, "--reason", "oops")...).wantError(t, 1, "cannot move from succeeded to cancelled")
 
 			// purge: the job closed two days ago.
-			jobsctl(t, nil, args("purge", "--dry-run")...).want(t, 0, "would purge 1 job and 0 attempts")
-			r = jobsctl(t, nil, args("purge", "--json")...)
+			jobsctl(t, nil, db.args("purge", "--dry-run")...).want(t, 0, "would purge 1 job and 0 attempts")
+			r = jobsctl(t, nil, db.args("purge", "--json")...)
 			var res jobs.PurgeResult
 			if err := json.Unmarshal([]byte(r.stdout), &res); err != nil || res.Jobs != 1 || res.DryRun {
 				t.Errorf("purge --json = %+v, %v\n%s", res, err, r.stdout)
@@ -282,13 +322,9 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			if _, err := db.store.Job(context.Background(), h.old.ID); !errors.Is(err, jobs.ErrNotFound) {
 				t.Errorf("purged job: %v", err)
 			}
-			jobsctl(t, nil, args("purge", "--older-than", "1m")...).want(t, 0, "purged 1 job and 2 attempts")
+			jobsctl(t, nil, db.args("purge", "--older-than", "1m", "--force")...).want(t, 0, "purged 1 job and 2 attempts")
 
 			// check finds a broken invariant: a job given up while its attempt runs.
-			q := `UPDATE jobs SET state = 'failed', version = version + 1, closed_at = updated_at WHERE id = $1`
-			if db.name == "sqlite" {
-				q = strings.Replace(q, "$1", "?", 1)
-			}
 			j2, _, err := jobs.New(db.store, jobs.Options{}).Submit(context.Background(), jobs.SubmitRequest{Owner: "u", Key: "k", Kind: "charge", Provider: "stripe", Params: json.RawMessage(`{}`)})
 			if err != nil {
 				t.Fatal(err)
@@ -296,31 +332,23 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			if _, err := jobs.New(db.store, jobs.Options{}).StartAttempt(context.Background(), j2.ID, ""); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := db.store.DB().Exec(q, j2.ID); err != nil {
-				t.Fatal(err)
-			}
-			r = jobsctl(t, nil, args("check")...)
+			db.failUnderOpenAttempt(t, j2.ID)
+			r = jobsctl(t, nil, db.args("check")...)
 			r.want(t, 1, "failed-job-idle", j2.ID, "1 violations")
-			r = jobsctl(t, nil, args("check", "--json")...)
+			r = jobsctl(t, nil, db.args("check", "--json")...)
 			var rep struct{ Violations []jobstest.Violation }
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Violations) != 1 || r.code != 1 {
 				t.Errorf("check --json = %+v, %v, exit %d", rep, err, r.code)
 			}
 
 			// schema: up to date, then behind, then migrated again.
-			jobsctl(t, nil, args("schema")...).want(t, 0, fmt.Sprintf("schema version %d", jobs.SchemaVersion()), "up to date", "0001_init.sql")
+			jobsctl(t, nil, db.args("schema")...).want(t, 0, fmt.Sprintf("schema version %d", jobs.SchemaVersion()), "up to date", "0001_init.sql")
 			last := jobs.SchemaVersion()
-			q = `DELETE FROM jobs_schema_migrations WHERE version = $1`
-			if db.name == "sqlite" {
-				q = strings.Replace(q, "$1", "?", 1)
-			}
-			if _, err := db.store.DB().Exec(q, last); err != nil {
-				t.Fatal(err)
-			}
-			jobsctl(t, nil, args("schema")...).want(t, 0, "behind")
+			db.exec(t, `DELETE FROM jobs_schema_migrations WHERE version = $1`, last)
+			jobsctl(t, nil, db.args("schema")...).want(t, 1, "behind")
 			// Other commands refuse a database at another version.
-			jobsctl(t, nil, args("check")...).wantError(t, 1, "see jobsctl schema")
-			r = jobsctl(t, nil, args("schema", "--json")...)
+			jobsctl(t, nil, db.args("check")...).wantError(t, 1, "see jobsctl schema")
+			r = jobsctl(t, nil, db.args("schema", "--json")...)
 			var sr schemaReport
 			if err := json.Unmarshal([]byte(r.stdout), &sr); err != nil || sr.Status != "behind" || sr.Database != last-1 || len(sr.Missing) != 1 {
 				t.Errorf("schema --json = %+v, %v", sr, err)
@@ -337,7 +365,7 @@ func TestEnvironmentDSN(t *testing.T) {
 	pg := []string{"JOBS_DSN=" + jobstest.PostgresDSN(t)}
 	// An empty database: no schema to look at until it is migrated.
 	jobsctl(t, pg, "check").wantError(t, 1, "see jobsctl schema")
-	jobsctl(t, pg, "schema").want(t, 0, "schema version 0", "behind: 0001_init.sql")
+	jobsctl(t, pg, "schema").want(t, 1, "schema version 0", "behind: 0001_init.sql")
 	jobsctl(t, pg, "migrate").want(t, 0, "up to date")
 	jobsctl(t, pg, "check").want(t, 0, "0 jobs and 0 attempts checked")
 	jobsctl(t, []string{"JOBS_DSN=mysql://x"}, "check").wantError(t, 2, "JOBS_DSN must be")
@@ -356,10 +384,10 @@ func TestBadArgumentsAndUnreachableDatabases(t *testing.T) {
 	}{
 		{"no command", []string{"--sqlite", path}, 2, "no command given"},
 		{"unknown command", []string{"--sqlite", path, "frobnicate"}, 2, `unknown command "frobnicate"`},
-		{"unknown flag", []string{"--sqlite", path, "purge", "--force"}, 2, "flag provided but not defined: -force"},
+		{"unknown flag", []string{"--sqlite", path, "purge", "--all"}, 2, "flag provided but not defined: -all"},
 		{"bad duration", []string{"--sqlite", path, "purge", "--older-than", "soon"}, 2, "invalid value"},
 		{"negative retention", []string{"--sqlite", path, "purge", "--older-than", "-1h"}, 2, "must be positive"},
-		{"huge batch", []string{"--sqlite", path, "purge", "--batch-size", "1000000"}, 2, "BatchSize"},
+		{"huge batch", []string{"--sqlite", path, "purge", "--batch-size", "1000000"}, 2, "--batch-size must be between 1 and 10000"},
 		{"no database", []string{"check"}, 2, "no database"},
 		{"two databases", []string{"--sqlite", path, "--postgres", "postgres://x", "check"}, 2, "not both"},
 		{"show without ID", []string{"--sqlite", path, "show"}, 2, "show needs"},
@@ -367,7 +395,7 @@ func TestBadArgumentsAndUnreachableDatabases(t *testing.T) {
 		{"cancel without reason", []string{"--sqlite", path, "cancel", "att_1"}, 2, "--reason is required"},
 		{"check with argument", []string{"--sqlite", path, "check", "now"}, 2, "takes no arguments"},
 		{"missing file", []string{"--sqlite", missing, "check"}, 1, "no SQLite database at " + missing},
-		{"not a database", []string{"--sqlite", "/etc/hostname", "check"}, 1, "jobs: "},
+		{"not a database", []string{"--sqlite", "/etc/hostname", "check"}, 1, "file is not a database"},
 		{"unreachable postgres", []string{"--postgres", "postgres://postgres@127.0.0.1:1/test?sslmode=disable&connect_timeout=5", "check"}, 1, "unavailable"},
 		{"bad DSN", []string{"--postgres", "postgres://%zz", "schema"}, 1, "cannot parse"},
 		{"cancel unknown attempt", []string{"--sqlite", path, "cancel", "att_nope", "--reason", "x"}, 1, "not found"},
