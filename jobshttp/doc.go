@@ -13,7 +13,7 @@
 //
 //	POST, new key                      201 Created, Location, the Receipt
 //	POST, same key and request again   201 Created, same body, Idempotent-Replayed: true
-//	POST, same key, other request      409 Conflict (or 422), problem naming the key's job
+//	POST, same key, other request      422 (or 409 if configured), problem naming the key's job
 //	POST, no Idempotency-Key           400
 //	POST, key empty, > 255 bytes,
 //	      not printable ASCII          400

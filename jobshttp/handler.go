@@ -58,8 +58,11 @@ type Options struct {
 	MaxBodyBytes int64
 
 	// ConflictStatus is the status of a key reused with a different request:
-	// http.StatusConflict (409, the default: a conflict of intent) or
-	// http.StatusUnprocessableEntity (422, as in the IETF draft).
+	// http.StatusUnprocessableEntity (422, the default, as the IETF
+	// Idempotency-Key draft says) or http.StatusConflict (409). Generic
+	// clients of the draft read 409 as "a request with this key is still
+	// being processed" and may retry it; choose 409 only for clients that
+	// know it means a conflict of intent here.
 	ConflictStatus int
 
 	// KeyRetention is how long keys are honoured after their job closes,
@@ -103,17 +106,17 @@ type Handler struct {
 }
 
 // New returns a Handler that submits and reads jobs through m. It panics if
-// opts.Owner is nil or opts.ConflictStatus is neither 0, 409 nor 422.
+// opts.Owner is nil or opts.ConflictStatus is neither 0, 422 nor 409.
 func New(m *jobs.Manager, opts Options) *Handler {
 	if opts.Owner == nil {
 		panic("jobshttp: Options.Owner is required")
 	}
 	switch opts.ConflictStatus {
 	case 0:
-		opts.ConflictStatus = http.StatusConflict
+		opts.ConflictStatus = http.StatusUnprocessableEntity
 	case http.StatusConflict, http.StatusUnprocessableEntity:
 	default:
-		panic(fmt.Sprintf("jobshttp: Options.ConflictStatus must be 409 or 422, not %d", opts.ConflictStatus))
+		panic(fmt.Sprintf("jobshttp: Options.ConflictStatus must be 422 or 409, not %d", opts.ConflictStatus))
 	}
 	if opts.Challenge == "" {
 		opts.Challenge = "Bearer"

@@ -197,8 +197,8 @@ func TestStatuses(t *testing.T) {
 				{name: "trailing data", req: request{body: printBody + `{}`}, status: 400, problem: jobshttp.ProblemMalformedJSON},
 				{name: "empty body", req: request{body: " "}, status: 400, problem: jobshttp.ProblemMalformedJSON},
 				{name: "body too large", req: request{key: "big", body: `{"kind":"print","provider":"laser","params":"` + strings.Repeat("x", 600) + `"}`}, status: 413, problem: jobshttp.ProblemBodyTooLarge},
-				{name: "conflict: other params", req: request{body: `{"kind":"print","provider":"laser","params":{"pages":3,"color":false}}`}, status: 409, problem: jobshttp.ProblemKeyConflict},
-				{name: "conflict: other provider", req: request{body: `{"kind":"print","provider":"inkjet","params":{"pages":2,"color":false}}`}, status: 409, problem: jobshttp.ProblemKeyConflict},
+				{name: "conflict: other params", req: request{body: `{"kind":"print","provider":"laser","params":{"pages":3,"color":false}}`}, status: 422, problem: jobshttp.ProblemKeyConflict},
+				{name: "conflict: other provider", req: request{body: `{"kind":"print","provider":"inkjet","params":{"pages":2,"color":false}}`}, status: 422, problem: jobshttp.ProblemKeyConflict},
 				{name: "empty kind", req: request{key: "k4", body: `{"provider":"laser","params":{}}`}, status: 422, problem: jobshttp.ProblemInvalidRequest},
 				{name: "refused by Check", req: request{key: "k5", body: `{"kind":"forbidden","provider":"laser"}`}, status: 422, problem: jobshttp.ProblemInvalidRequest},
 
@@ -298,15 +298,27 @@ func TestStatuses(t *testing.T) {
 	}
 }
 
-func TestConflictStatus422(t *testing.T) {
+// TestKeyConflictStatus: a key reused with another request is 422
+// Unprocessable Content by default, as the IETF draft says (409 tells
+// generic clients that the first request is still being processed), and 409
+// only when the host asks for it.
+func TestKeyConflictStatus(t *testing.T) {
 	t.Parallel()
-	e := setup(t, stores[0].open, jobshttp.Options{ConflictStatus: http.StatusUnprocessableEntity})
-	if w := serve(e.h, request{}); w.Code != 201 {
-		t.Fatalf("first POST: %d %s", w.Code, w.Body)
-	}
-	w := serve(e.h, request{body: `{"kind":"print","provider":"laser","params":1}`})
-	if w.Code != 422 || problemOf(t, w).Type != jobshttp.DefaultProblemBase+jobshttp.ProblemKeyConflict {
-		t.Fatalf("conflict: %d %s; want 422 idempotency-key-conflict", w.Code, w.Body)
+	for _, tc := range []struct {
+		option, want int
+	}{
+		{0, http.StatusUnprocessableEntity},
+		{http.StatusUnprocessableEntity, http.StatusUnprocessableEntity},
+		{http.StatusConflict, http.StatusConflict},
+	} {
+		e := setup(t, stores[0].open, jobshttp.Options{ConflictStatus: tc.option})
+		if w := serve(e.h, request{}); w.Code != 201 {
+			t.Fatalf("first POST: %d %s", w.Code, w.Body)
+		}
+		w := serve(e.h, request{body: `{"kind":"print","provider":"laser","params":1}`})
+		if w.Code != tc.want || problemOf(t, w).Type != jobshttp.DefaultProblemBase+jobshttp.ProblemKeyConflict {
+			t.Errorf("ConflictStatus %d: conflict answered %d %s; want %d idempotency-key-conflict", tc.option, w.Code, w.Body, tc.want)
+		}
 	}
 }
 
@@ -419,8 +431,8 @@ func TestConflictLeavesJobUnchanged(t *testing.T) {
 				`{"kind":"print","provider":"laser","params":null}`,
 			} {
 				w := serve(e.h, request{key: "pay-1", body: body})
-				if w.Code != http.StatusConflict {
-					t.Fatalf("mismatched POST %s: %d %s; want 409", body, w.Code, w.Body)
+				if w.Code != http.StatusUnprocessableEntity {
+					t.Fatalf("mismatched POST %s: %d %s; want 422", body, w.Code, w.Body)
 				}
 				if w.Header().Get("Location") != "" || w.Header().Get("Idempotent-Replayed") != "" {
 					t.Errorf("conflict carries Location or Idempotent-Replayed: %v", w.Header())
@@ -476,8 +488,8 @@ func TestOwnerIsolation(t *testing.T) {
 			// The same key with another body from bob: a conflict with his
 			// job, never a mention of hers.
 			w = serve(e.h, request{owner: "bob", key: "shared-key", body: `{"kind":"print","provider":"laser","params":{"pages":99}}`})
-			if w.Code != 409 || strings.Contains(w.Body.String(), alice.ID) || !strings.Contains(w.Body.String(), bob.ID) {
-				t.Errorf("bob's conflict: %d %s; want 409 naming his job only", w.Code, w.Body)
+			if w.Code != 422 || strings.Contains(w.Body.String(), alice.ID) || !strings.Contains(w.Body.String(), bob.ID) {
+				t.Errorf("bob's conflict: %d %s; want 422 naming his job only", w.Code, w.Body)
 			}
 			if got, _ := e.m.Get(ctx, alice.ID); !reflect.DeepEqual(got, aliceJob) {
 				t.Errorf("alice's job changed:\nbefore %+v\nafter  %+v", aliceJob, got)

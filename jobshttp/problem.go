@@ -24,7 +24,7 @@ const (
 	ProblemUnauthenticated      = "unauthenticated"          // 401
 	ProblemKeyMissing           = "idempotency-key-missing"  // 400
 	ProblemKeyInvalid           = "idempotency-key-invalid"  // 400
-	ProblemKeyConflict          = "idempotency-key-conflict" // 409, or 422 with Options.ConflictStatus
+	ProblemKeyConflict          = "idempotency-key-conflict" // 422, or 409 with Options.ConflictStatus
 	ProblemUnsupportedMediaType = "unsupported-media-type"   // 415
 	ProblemBodyTooLarge         = "body-too-large"           // 413
 	ProblemMalformedJSON        = "malformed-json"           // 400
