@@ -20,10 +20,12 @@
 //	POST, not application/json         415
 //	POST, malformed JSON               400
 //	POST, body over MaxBodyBytes       413
+//	POST, body cut off                 400
 //	POST, kind/provider/params refused 422
 //	no owner                           401, WWW-Authenticate
 //	GET /jobs/{id}                     200 with the JobView; 404 if missing or another owner's
 //	store busy or unreachable          503, Retry-After: 1
+//	store failed otherwise             500
 //
 // Requests racing with the same key all get the one job: the store's unique
 // constraint decides, and the others are replays. A replay's body is
@@ -50,7 +52,10 @@
 //
 // # Problems
 //
-// Every error is an RFC 9457 application/problem+json body (see Problem),
-// whose type is Options.ProblemBase followed by one of the Problem* names,
-// e.g. idempotency-key-conflict. Problems never mention other owners' jobs.
+// Every error is an RFC 9457 application/problem+json body (see Problem)
+// with a stable code member, one of the Problem* names (e.g.
+// idempotency-key-conflict), for programs to branch on. Its type is
+// Options.ProblemBase followed by the code; by default that is the code's
+// heading in this package's README.md, which documents every code.
+// Problems never mention other owners' jobs.
 package jobshttp

@@ -89,8 +89,10 @@ type Options struct {
 	// pending jobs from there.
 	Created func(ctx context.Context, j jobs.Job)
 
-	// ProblemBase is prefixed to the Problem* names to form problem type
-	// URIs. Defaults to DefaultProblemBase.
+	// ProblemBase is prefixed to the problem codes (the Problem* names) to
+	// form problem type URIs, e.g. "https://api.example.com/problems/" where
+	// the host documents them itself. Defaults to DefaultProblemBase, this
+	// package's README.md, where each code has a heading.
 	ProblemBase string
 
 	// Logger receives failures of the store (answered with 5xx).
@@ -191,17 +193,16 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := IdempotencyKey(r)
 	if err != nil {
-		typ, title := ProblemKeyInvalid, "Invalid Idempotency-Key"
+		code := ProblemKeyInvalid
 		if errors.Is(err, errKeyMissing) {
-			typ, title = ProblemKeyMissing, "Idempotency-Key required"
+			code = ProblemKeyMissing
 		}
-		h.problem(w, http.StatusBadRequest, typ, title, err.Error()+".")
+		h.problem(w, code, err.Error()+".")
 		return
 	}
 	if !isJSON(r.Header.Get("Content-Type")) {
 		w.Header().Set("Accept-Post", "application/json")
-		h.problem(w, http.StatusUnsupportedMediaType, ProblemUnsupportedMediaType, "Unsupported Media Type",
-			"The request body must be application/json.")
+		h.problem(w, ProblemUnsupportedMediaType, "The request body must be application/json.")
 		return
 	}
 	body, err := h.readBody(w, r)
@@ -210,7 +211,7 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	}
 	var cr CreateRequest
 	if err := decodeStrict(body, &cr); err != nil {
-		h.problem(w, http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", err.Error())
+		h.problem(w, ProblemMalformedJSON, err.Error())
 		return
 	}
 	if len(cr.Params) == 0 {
@@ -219,7 +220,7 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	req := jobs.SubmitRequest{Owner: owner, Key: key, Kind: cr.Kind, Provider: cr.Provider, Params: cr.Params}
 	if h.opts.Check != nil {
 		if err := h.opts.Check(r, req); err != nil {
-			h.problem(w, http.StatusUnprocessableEntity, ProblemInvalidRequest, "Invalid request", err.Error())
+			h.problem(w, ProblemInvalidRequest, err.Error())
 			return
 		}
 	}
@@ -292,8 +293,7 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (string, bool) {
 	owner, ok := h.opts.Owner(r)
 	if !ok || owner == "" {
 		w.Header().Set("WWW-Authenticate", h.opts.Challenge)
-		h.problem(w, http.StatusUnauthorized, ProblemUnauthenticated, "Unauthenticated",
-			"The request does not say who makes it.")
+		h.problem(w, ProblemUnauthenticated, "The request does not say who makes it.")
 		return "", false
 	}
 	return owner, true
@@ -301,8 +301,7 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (string, bool) {
 
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	tooLarge := func() {
-		h.problem(w, http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "Request body too large",
-			fmt.Sprintf("The request body must not exceed %d bytes.", h.opts.MaxBodyBytes))
+		h.problem(w, ProblemBodyTooLarge, fmt.Sprintf("The request body must not exceed %d bytes.", h.opts.MaxBodyBytes))
 	}
 	if r.ContentLength > h.opts.MaxBodyBytes {
 		tooLarge()
@@ -314,7 +313,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 		if errors.As(err, &mbe) {
 			tooLarge()
 		} else {
-			h.problem(w, http.StatusBadRequest, ProblemMalformedJSON, "Unreadable request body", "The request body could not be read.")
+			h.problem(w, ProblemBodyUnreadable, "The request body could not be read.")
 		}
 		return nil, err
 	}
@@ -352,20 +351,15 @@ func (h *Handler) submitError(w http.ResponseWriter, r *http.Request, err error)
 	case errors.As(err, &conflict):
 		// The key is the caller's own (keys are scoped to owners), so the job
 		// it is bound to is the caller's too.
-		h.writeProblem(w, Problem{
-			Type:   h.opts.ProblemBase + ProblemKeyConflict,
-			Title:  "Idempotency-Key already used for a different request",
-			Status: h.opts.ConflictStatus,
-			Detail: "This Idempotency-Key was first used with another kind, provider or params. " +
-				"Repeat that request to get its job, or use a new key for a new request.",
-			Job: h.location(conflict.JobID),
-		})
+		p := h.newProblem(ProblemKeyConflict, "This Idempotency-Key was first used with another kind, provider or params. "+
+			"Repeat that request to get its job, or use a new key for a new request.")
+		p.Status, p.Job = h.opts.ConflictStatus, h.location(conflict.JobID)
+		h.writeProblem(w, p)
 	case errors.As(err, &input) && input.Field == "Owner":
 		h.opts.Logger.ErrorContext(r.Context(), "jobshttp: the Owner function returned an owner the store refuses", "err", err)
-		h.problem(w, http.StatusInternalServerError, ProblemInternal, "Internal Server Error", "")
+		h.problem(w, ProblemInternal, "")
 	case errors.As(err, &input):
-		h.problem(w, http.StatusUnprocessableEntity, ProblemInvalidRequest, "Invalid request",
-			strings.ToLower(input.Field)+": "+input.Problem+".")
+		h.problem(w, ProblemInvalidRequest, strings.ToLower(input.Field)+": "+input.Problem+".")
 	default:
 		h.storeError(w, r, err)
 	}
@@ -378,29 +372,27 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 			h.opts.Logger.WarnContext(r.Context(), "jobshttp: store unavailable", "err", err)
 		}
 		w.Header().Set("Retry-After", "1")
-		h.problem(w, http.StatusServiceUnavailable, ProblemUnavailable, "Service Unavailable",
-			"The job store is busy or unreachable; repeat the request with the same Idempotency-Key.")
+		h.problem(w, ProblemUnavailable, "The job store is busy or unreachable; repeat the request with the same Idempotency-Key.")
 		return
 	}
 	h.opts.Logger.ErrorContext(r.Context(), "jobshttp: store failure", "err", err)
-	h.problem(w, http.StatusInternalServerError, ProblemInternal, "Internal Server Error",
-		"Repeat the request with the same Idempotency-Key.")
+	h.problem(w, ProblemInternal, "Repeat the request with the same Idempotency-Key.")
 }
 
 func (h *Handler) notFound(w http.ResponseWriter) {
-	h.problem(w, http.StatusNotFound, ProblemNotFound, "Not Found", "")
+	h.problem(w, ProblemNotFound, "")
 }
 
 func (h *Handler) methodNotAllowed(w http.ResponseWriter, allow string) {
 	w.Header().Set("Allow", allow)
-	h.problem(w, http.StatusMethodNotAllowed, ProblemMethodNotAllowed, "Method Not Allowed", "")
+	h.problem(w, ProblemMethodNotAllowed, "")
 }
 
 func (h *Handler) writeJSON(w http.ResponseWriter, status int, v any) {
 	body, err := json.Marshal(v)
 	if err != nil { // only a Manager bug could put invalid JSON in a job
 		h.opts.Logger.Error("jobshttp: encode response", "err", err)
-		h.problem(w, http.StatusInternalServerError, ProblemInternal, "Internal Server Error", "")
+		h.problem(w, ProblemInternal, "")
 		return
 	}
 	hdr := w.Header()

@@ -129,8 +129,16 @@ func problemOf(t *testing.T, w *httptest.ResponseRecorder) jobshttp.Problem {
 	if p.Title == "" {
 		t.Errorf("problem without title: %s", w.Body)
 	}
+	if p.Code == "" || p.Type != jobshttp.DefaultProblemBase+p.Code {
+		t.Errorf("problem code %q, type %q; want a code, and the type %s followed by it", p.Code, p.Type, jobshttp.DefaultProblemBase)
+	}
 	return p
 }
+
+// errReader fails every read, as a connection does that breaks mid-body.
+type errReader struct{}
+
+func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection reset by peer") }
 
 func TestStatuses(t *testing.T) {
 	t.Parallel()
@@ -158,6 +166,7 @@ func TestStatuses(t *testing.T) {
 			}
 			jobPath := "/jobs/" + receipt.ID
 
+			titles := map[string]string{} // problem code → title: one title per type
 			for _, tc := range []struct {
 				name     string
 				req      request
@@ -225,9 +234,13 @@ func TestStatuses(t *testing.T) {
 					}
 					if tc.problem != "" {
 						p := problemOf(t, w)
-						if want := jobshttp.DefaultProblemBase + tc.problem; p.Type != want {
-							t.Errorf("problem type %q; want %q", p.Type, want)
+						if p.Code != tc.problem {
+							t.Errorf("problem code %q; want %q", p.Code, tc.problem)
 						}
+						if title, seen := titles[p.Code]; seen && title != p.Title {
+							t.Errorf("problem %s titled %q here and %q elsewhere", p.Code, p.Title, title)
+						}
+						titles[p.Code] = p.Title
 						return
 					}
 					if ct := w.Header().Get("Content-Type"); ct != "application/json" {
@@ -278,6 +291,20 @@ func TestStatuses(t *testing.T) {
 				w := serve(e.h, request{body: `{"kind":"print","provider":"laser","params":{"pages":9}}`})
 				if p := problemOf(t, w); p.Job != jobPath {
 					t.Errorf("conflict problem names %q; want %q", p.Job, jobPath)
+				}
+			})
+
+			t.Run("unreadable body", func(t *testing.T) {
+				r := request{key: "unreadable"}.build()
+				r.Body = io.NopCloser(io.MultiReader(strings.NewReader(`{"kind":`), errReader{}))
+				r.ContentLength = -1
+				w := httptest.NewRecorder()
+				e.h.ServeHTTP(w, r)
+				if p := problemOf(t, w); w.Code != 400 || p.Code != jobshttp.ProblemBodyUnreadable {
+					t.Fatalf("%d %s; want 400 %s", w.Code, w.Body, jobshttp.ProblemBodyUnreadable)
+				}
+				if _, err := e.m.GetByKey(context.Background(), "alice", "unreadable"); !errors.Is(err, jobs.ErrNotFound) {
+					t.Errorf("an unreadable request wrote a job: %v", err)
 				}
 			})
 
