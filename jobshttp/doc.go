@@ -23,6 +23,7 @@
 //	POST, body cut off                 400
 //	POST, kind/provider/params refused 422
 //	no owner                           401, WWW-Authenticate
+//	owner over 255 bytes, not UTF-8    401, WWW-Authenticate
 //	GET /jobs/{id}                     200 with the JobView; 404 if missing or another owner's
 //	store busy or unreachable          503, Retry-After: 1
 //	store failed otherwise             500

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/intentjobs/jobs"
 )
@@ -41,7 +42,10 @@ const (
 type Options struct {
 	// Owner returns who makes the request, from the host application's
 	// authentication (a user or tenant ID). ok == false (or an empty owner)
-	// answers 401. Jobs and keys are scoped to their owner.
+	// answers 401 unauthenticated; an owner the jobs package cannot store
+	// (over 255 bytes, not UTF-8, with a NUL) answers 401 owner-invalid,
+	// since it comes from the request's credentials. Jobs and keys are
+	// scoped to their owner.
 	Owner func(r *http.Request) (owner string, ok bool)
 
 	// Challenge is the WWW-Authenticate header of a 401 response.
@@ -289,6 +293,10 @@ func (h *Handler) wait(r *http.Request, job jobs.Job, d time.Duration) jobs.Job 
 	return got
 }
 
+// owner returns the owner of r, or answers 401 and returns false: when the
+// host's authentication names nobody, and when it names an owner that jobs
+// cannot store. Owners come from credentials, so the second is a client's
+// fault too (an overlong token, say), never the server's.
 func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (string, bool) {
 	owner, ok := h.opts.Owner(r)
 	if !ok || owner == "" {
@@ -296,7 +304,36 @@ func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (string, bool) {
 		h.problem(w, ProblemUnauthenticated, "The request does not say who makes it.")
 		return "", false
 	}
+	if fault := ownerFault(owner); fault != "" {
+		h.invalidOwner(w, r, fault)
+		return "", false
+	}
 	return owner, true
+}
+
+// maxOwnerBytes is the longest owner the jobs package stores.
+const maxOwnerBytes = 255
+
+// ownerFault says what makes owner one the jobs package refuses (it stores
+// 1 to 255 bytes of UTF-8 without NUL), or "" if nothing does.
+func ownerFault(owner string) string {
+	switch {
+	case len(owner) > maxOwnerBytes:
+		return fmt.Sprintf("longer than %d bytes", maxOwnerBytes)
+	case !utf8.ValidString(owner):
+		return "not valid UTF-8"
+	case strings.IndexByte(owner, 0) >= 0:
+		return "contains a NUL byte"
+	}
+	return ""
+}
+
+// invalidOwner answers 401 for an owner the jobs package refuses. The log
+// says why, never the owner itself, which may be a credential.
+func (h *Handler) invalidOwner(w http.ResponseWriter, r *http.Request, fault string) {
+	h.opts.Logger.WarnContext(r.Context(), "jobshttp: the request's credentials name an owner jobs cannot store", "fault", fault)
+	w.Header().Set("WWW-Authenticate", h.opts.Challenge)
+	h.problem(w, ProblemOwnerInvalid, "The request's credentials name an owner that cannot hold jobs: "+fault+".")
 }
 
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -355,9 +392,8 @@ func (h *Handler) submitError(w http.ResponseWriter, r *http.Request, err error)
 			"Repeat that request to get its job, or use a new key for a new request.")
 		p.Status, p.Job = h.opts.ConflictStatus, h.location(conflict.JobID)
 		h.writeProblem(w, p)
-	case errors.As(err, &input) && input.Field == "Owner":
-		h.opts.Logger.ErrorContext(r.Context(), "jobshttp: the Owner function returned an owner the store refuses", "err", err)
-		h.problem(w, ProblemInternal, "")
+	case errors.As(err, &input) && input.Field == "Owner": // ownerFault let through what the Manager refuses
+		h.invalidOwner(w, r, input.Problem)
 	case errors.As(err, &input):
 		h.problem(w, ProblemInvalidRequest, strings.ToLower(input.Field)+": "+input.Problem+".")
 	default:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/jobshttp"
@@ -45,6 +47,9 @@ func setup(t *testing.T, open func(testing.TB) *jobs.SQLStore, opts jobshttp.Opt
 	m := jobs.New(s, jobs.Options{})
 	if opts.Owner == nil {
 		opts.Owner = bearerOwner
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	return env{store: s, m: m, h: jobshttp.New(m, opts)}
 }
@@ -731,5 +736,74 @@ func TestRetentionHeaderFollowsManager(t *testing.T) {
 		if got := w.Header().Get(jobshttp.HeaderKeyRetention); got != tc.want {
 			t.Errorf("retention %v/%v: header %q, want %q", tc.manager, tc.handler, got, tc.want)
 		}
+	}
+}
+
+// TestInvalidOwnerIs401: an owner the jobs package cannot store (over 255
+// bytes, not UTF-8, with a NUL) comes from the request's credentials, so it
+// is answered like credentials that name nobody: 401 with the challenge and
+// the owner-invalid code, on POST and GET alike, never 500, and nothing is
+// written. The handler's verdict agrees with the Manager's own rule.
+func TestInvalidOwnerIs401(t *testing.T) {
+	t.Parallel()
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, st.open, jobshttp.Options{})
+			ctx := context.Background()
+			created := serve(e.h, request{key: "alices"})
+			var alice jobshttp.Receipt
+			if err := json.Unmarshal(created.Body.Bytes(), &alice); err != nil || created.Code != 201 {
+				t.Fatalf("alice's POST: %d %s", created.Code, created.Body)
+			}
+			for _, tc := range []struct {
+				name, owner string
+				valid       bool
+			}{
+				{"255 bytes", strings.Repeat("o", 255), true},
+				{"255 bytes of UTF-8", strings.Repeat("ö", 127) + "o", true},
+				{"256 bytes", strings.Repeat("o", 256), false},
+				{"300-byte token", strings.Repeat("t", 300), false},
+				{"not UTF-8", "bob\xff", false},
+				{"NUL", "bob\x00", false},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					_, err := e.m.GetByKey(ctx, tc.owner, "k")
+					if managerValid := !errors.Is(err, jobs.ErrInvalidInput); managerValid != tc.valid {
+						t.Fatalf("the Manager says valid=%v (%v); the case says %v", managerValid, err, tc.valid)
+					}
+					for _, rq := range []request{
+						{method: "POST", owner: tc.owner, key: "owner-check"},
+						{method: "GET", path: alice.Href, owner: tc.owner},
+					} {
+						w := serve(e.h, rq)
+						if tc.valid {
+							if w.Code == 401 || w.Code >= 500 {
+								t.Errorf("%s: %d %s; want the owner accepted", rq.method, w.Code, w.Body)
+							}
+							continue
+						}
+						if w.Code != http.StatusUnauthorized {
+							t.Fatalf("%s: %d %s; want 401", rq.method, w.Code, w.Body)
+						}
+						if p := problemOf(t, w); p.Code != jobshttp.ProblemOwnerInvalid || w.Header().Get("WWW-Authenticate") != "Bearer" {
+							t.Errorf("%s: code %q, WWW-Authenticate %q; want %s and Bearer", rq.method, p.Code, w.Header().Get("WWW-Authenticate"), jobshttp.ProblemOwnerInvalid)
+						}
+					}
+				})
+			}
+			snap, err := jobstest.TakeSnapshot(ctx, e.store)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, j := range snap.Jobs {
+				if !utf8.ValidString(j.Owner) || len(j.Owner) > 255 || strings.ContainsRune(j.Owner, 0) {
+					t.Errorf("a job was written for the refused owner %q", j.Owner)
+				}
+			}
+			if len(snap.Jobs) != 3 { // alice's, and one each for the two valid owners
+				t.Errorf("%d jobs in the store; want 3", len(snap.Jobs))
+			}
+		})
 	}
 }

@@ -25,6 +25,7 @@ type Problem struct {
 // heading in this package's README.md, where the default type URIs lead.
 const (
 	ProblemUnauthenticated      = "unauthenticated"          // 401
+	ProblemOwnerInvalid         = "owner-invalid"            // 401
 	ProblemKeyMissing           = "idempotency-key-missing"  // 400
 	ProblemKeyInvalid           = "idempotency-key-invalid"  // 400
 	ProblemKeyConflict          = "idempotency-key-conflict" // 422, or 409 with Options.ConflictStatus
@@ -46,6 +47,7 @@ var problemTypes = map[string]struct {
 	title  string
 }{
 	ProblemUnauthenticated:      {http.StatusUnauthorized, "Unauthenticated"},
+	ProblemOwnerInvalid:         {http.StatusUnauthorized, "Credentials name no valid owner"},
 	ProblemKeyMissing:           {http.StatusBadRequest, "Idempotency-Key required"},
 	ProblemKeyInvalid:           {http.StatusBadRequest, "Invalid Idempotency-Key"},
 	ProblemKeyConflict:          {http.StatusUnprocessableEntity, "Idempotency-Key already used for a different request"},

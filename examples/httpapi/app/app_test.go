@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -115,5 +116,46 @@ func TestApp(t *testing.T) {
 	defer wcancel()
 	if got, err := m.Wait(wctx, left.ID); err != nil || got.State != jobs.JobSucceeded {
 		t.Errorf("the job left pending: %+v, %v; want it completed after Run started", got, err)
+	}
+}
+
+// TestOverlongTokenIs401: the demo takes the bearer token as the owner, so
+// a token the jobs package cannot store as an owner (300 bytes) is the
+// client's bad credentials: 401, on the page's API as on curl's, and no job.
+func TestOverlongTokenIs401(t *testing.T) {
+	t.Parallel()
+	store := jobstest.NewSQLite(t)
+	m := jobs.New(store, jobs.Options{})
+	a := app.New(m, app.Options{Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+
+	token := strings.Repeat("t", 300)
+	for _, method := range []string{"POST", "GET"} {
+		path := "/jobs"
+		if method == "GET" {
+			path = "/jobs/job_00000000000000000000000000"
+		}
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(`{"kind":"print","provider":"laser","params":{"pages":1}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "long-token")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			Code string `json:"code"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || err != nil || p.Code != "owner-invalid" || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s with a 300-byte token: %d, code %q (%v), WWW-Authenticate %q; want 401 owner-invalid with a challenge",
+				method, resp.StatusCode, p.Code, err, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+	snap, err := jobstest.TakeSnapshot(context.Background(), store)
+	if err != nil || len(snap.Jobs) != 0 {
+		t.Errorf("%d jobs written for refused credentials (%v); want none", len(snap.Jobs), err)
 	}
 }
