@@ -82,7 +82,10 @@ type Options struct {
 
 	// Check, if set, vets a request before it is submitted (allowed kinds and
 	// providers, the shape of params). Its error is answered with 422 and
-	// its text as the problem's detail; nothing is written.
+	// its text as the problem's detail; nothing is written. It runs only for
+	// keys that have no job yet (the handler looks the key up first): a
+	// replay of an existing job is never checked again, so that a change of
+	// rules never keeps a client from the job it already has.
 	Check func(r *http.Request, req jobs.SubmitRequest) error
 
 	// Created, if set, is called once for every job this handler creates
@@ -222,11 +225,8 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		cr.Params = json.RawMessage("null")
 	}
 	req := jobs.SubmitRequest{Owner: owner, Key: key, Kind: cr.Kind, Provider: cr.Provider, Params: cr.Params}
-	if h.opts.Check != nil {
-		if err := h.opts.Check(r, req); err != nil {
-			h.problem(w, ProblemInvalidRequest, err.Error())
-			return
-		}
+	if !h.check(w, r, req) {
+		return
 	}
 	job, created, err := h.m.Submit(r.Context(), req)
 	if err != nil {
@@ -249,6 +249,29 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.writeJSON(w, http.StatusCreated, h.receipt(job))
+}
+
+// check runs Options.Check on a request whose key has no job yet, and
+// answers the request if it refuses. A key that already has its job is not
+// checked again: Submit answers it as a replay, or as a key conflict that
+// names the job. Had the check's rules changed since the job was created, a
+// client repeating its request would otherwise lose the way to its job.
+func (h *Handler) check(w http.ResponseWriter, r *http.Request, req jobs.SubmitRequest) bool {
+	if h.opts.Check == nil {
+		return true
+	}
+	switch _, err := h.m.GetByKey(r.Context(), req.Owner, req.Key); {
+	case err == nil:
+		return true
+	case !errors.Is(err, jobs.ErrNotFound):
+		h.submitError(w, r, err)
+		return false
+	}
+	if err := h.opts.Check(r, req); err != nil {
+		h.problem(w, ProblemInvalidRequest, err.Error())
+		return false
+	}
+	return true
 }
 
 // Get answers a GET of the job id. Another owner's job is answered exactly

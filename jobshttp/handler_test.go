@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -803,6 +804,66 @@ func TestInvalidOwnerIs401(t *testing.T) {
 			}
 			if len(snap.Jobs) != 3 { // alice's, and one each for the two valid owners
 				t.Errorf("%d jobs in the store; want 3", len(snap.Jobs))
+			}
+		})
+	}
+}
+
+// TestReplayIsNotCheckedAgain: a request whose key already has its job is
+// never put through Options.Check again, so a client whose request passed
+// the rules of its day still gets its job after the rules change: replays
+// are answered as replays, a reused key as a key conflict, and only new
+// keys meet the new rules.
+func TestReplayIsNotCheckedAgain(t *testing.T) {
+	t.Parallel()
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			var refuse atomic.Bool
+			var checks atomic.Int32
+			e := setup(t, st.open, jobshttp.Options{
+				Check: func(r *http.Request, req jobs.SubmitRequest) error {
+					checks.Add(1)
+					if refuse.Load() {
+						return errors.New("printing is suspended")
+					}
+					return nil
+				},
+			})
+			first := serve(e.h, request{key: "before"})
+			if first.Code != 201 || checks.Load() != 1 {
+				t.Fatalf("first POST: %d %s after %d checks; want 201 after 1", first.Code, first.Body, checks.Load())
+			}
+			refuse.Store(true) // the rules change
+
+			for _, tc := range []struct {
+				name   string
+				req    request
+				status int
+				code   string // the problem's; "" = a replay
+				checks int32  // Check calls so far
+			}{
+				{"replay", request{key: "before"}, 201, "", 1},
+				{"replay waiting", request{key: "before", headers: map[string]string{"Prefer": "wait=1"}}, 201, "", 1},
+				{"reused key, other params", request{key: "before", body: `{"kind":"print","provider":"laser","params":{"pages":7}}`}, 422, jobshttp.ProblemKeyConflict, 1},
+				{"new key", request{key: "after"}, 422, jobshttp.ProblemInvalidRequest, 2},
+			} {
+				w := serve(e.h, tc.req)
+				if w.Code != tc.status || checks.Load() != tc.checks {
+					t.Fatalf("%s: %d %s after %d checks; want %d after %d", tc.name, w.Code, w.Body, checks.Load(), tc.status, tc.checks)
+				}
+				if tc.code != "" {
+					if p := problemOf(t, w); p.Code != tc.code {
+						t.Errorf("%s: problem %q; want %q", tc.name, p.Code, tc.code)
+					}
+					continue
+				}
+				if w.Header().Get("Idempotent-Replayed") != "true" || w.Header().Get("Location") != first.Header().Get("Location") {
+					t.Errorf("%s: %v %s; want a replay of %s", tc.name, w.Header(), w.Body, first.Header().Get("Location"))
+				}
+			}
+			if _, err := e.m.GetByKey(context.Background(), "alice", "after"); !errors.Is(err, jobs.ErrNotFound) {
+				t.Errorf("the refused new key wrote a job: %v", err)
 			}
 		})
 	}
