@@ -24,7 +24,8 @@
 //	POST, kind/provider/params refused 422
 //	no owner                           401, WWW-Authenticate
 //	owner over 255 bytes, not UTF-8    401, WWW-Authenticate
-//	GET /jobs/{id}                     200 with the JobView; 404 if missing or another owner's
+//	GET /jobs/{id}                     200 with the JobView and its ETag; 404 if missing or another owner's
+//	GET, If-None-Match: that ETag      304 Not Modified
 //	store busy or unreachable          503, Retry-After: 1
 //	store failed otherwise             500
 //
@@ -40,8 +41,26 @@
 //
 // A POST or GET with Prefer: wait=N (RFC 7240) is held until the job is
 // terminal or N seconds (capped by Options.MaxWait) have passed, and is
-// answered with the job's current JobView, Preference-Applied: wait=N and
-// Content-Location. The status line stays as above. See jobs.Manager.Wait.
+// answered with the JobView of the job as it is at that moment (an open job
+// is read again when the answer is written), its ETag, Preference-Applied:
+// wait=N and Content-Location. The status line stays as above. A GET's
+// If-None-Match is evaluated then, so a client can hold a request open and
+// get 304 if nothing changed. See jobs.Manager.Wait.
+//
+// # The job's state, in order
+//
+// Every JobView carries an ETag (a digest of its bytes: it changes exactly
+// when the view does) and the job's version and attempts. GET and HEAD
+// responses are Cache-Control: private, no-cache, and answer 304 to an
+// If-None-Match that names the current ETag. The receipt of a POST has no
+// ETag: it shows the job as created, not as it is.
+//
+// Responses can reach a client out of order: a request held by Prefer: wait
+// may answer after a later one. A terminal state (succeeded, failed,
+// cancelled) is final and never replaced; otherwise the view with the
+// higher version, then the one with more attempts, is the newer (see
+// JobView.Supersedes). A client that keeps the newer view ends on the job's
+// latest state whatever order the responses come in.
 //
 // # Key retention
 //

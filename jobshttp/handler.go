@@ -242,11 +242,18 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		hdr.Set(HeaderReplayed, "true")
 	}
 	if d, ok := preferredWait(r, h.opts.MaxWait); ok {
-		job = h.wait(r, job, d)
-		hdr.Set("Preference-Applied", "wait="+strconv.Itoa(int(d/time.Second)))
-		hdr.Set("Content-Location", h.location(job.ID))
-		h.writeJSON(w, http.StatusCreated, h.view(job))
-		return
+		// The job as it now is; if it cannot be read, the receipt, as
+		// without the preference (the job exists either way).
+		now, err := h.wait(r, job, d)
+		if err == nil {
+			hdr.Set("Preference-Applied", "wait="+strconv.Itoa(int(d/time.Second)))
+			hdr.Set("Content-Location", h.location(job.ID))
+			h.writeView(w, r, http.StatusCreated, now)
+			return
+		}
+		if r.Context().Err() == nil {
+			h.opts.Logger.WarnContext(r.Context(), "jobshttp: read the job after waiting; answering with the receipt", "job", job.ID, "err", err)
+		}
 	}
 	h.writeJSON(w, http.StatusCreated, h.receipt(job))
 }
@@ -292,28 +299,40 @@ func (h *Handler) Get(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	if d, ok := preferredWait(r, h.opts.MaxWait); ok {
-		job = h.wait(r, job, d)
+		job, err = h.wait(r, job, d)
+		switch {
+		case errors.Is(err, jobs.ErrNotFound): // purged while we waited
+			h.notFound(w)
+			return
+		case err != nil:
+			h.storeError(w, r, err)
+			return
+		}
 		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(d/time.Second)))
 	}
-	h.writeJSON(w, http.StatusOK, h.view(job))
+	h.writeView(w, r, http.StatusOK, job)
 }
 
 // wait holds the request until job is terminal, d has passed or the client
-// has gone, and returns the job as it then is.
-func (h *Handler) wait(r *http.Request, job jobs.Job, d time.Duration) jobs.Job {
+// has gone, and returns the job as it is at the moment of answering. A
+// terminal job is final; a job still open is read once more, since what
+// Manager.Wait last read may be older than that moment (its last poll, or a
+// slow lookup that returned after the deadline), and a client shown an
+// older state after a newer one would show the wrong one.
+func (h *Handler) wait(r *http.Request, job jobs.Job, d time.Duration) (jobs.Job, error) {
 	if job.State.Terminal() {
-		return job
+		return job, nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), d)
-	defer cancel()
 	got, err := h.m.Wait(ctx, job.ID)
-	if got.ID == "" {
-		return job
-	}
-	if err != nil && ctx.Err() == nil {
+	cancel()
+	switch {
+	case err == nil:
+		return got, nil // terminal
+	case ctx.Err() == nil:
 		h.opts.Logger.WarnContext(r.Context(), "jobshttp: wait", "job", job.ID, "err", err)
 	}
-	return got
+	return h.m.Get(r.Context(), job.ID)
 }
 
 // owner returns the owner of r, or answers 401 and returns false: when the
@@ -448,15 +467,30 @@ func (h *Handler) methodNotAllowed(w http.ResponseWriter, allow string) {
 }
 
 func (h *Handler) writeJSON(w http.ResponseWriter, status int, v any) {
+	if body, ok := h.encode(w, v); ok {
+		h.writeBody(w, status, body)
+	}
+}
+
+// encode returns v as JSON with a final newline, or answers 500.
+func (h *Handler) encode(w http.ResponseWriter, v any) ([]byte, bool) {
 	body, err := json.Marshal(v)
 	if err != nil { // only a Manager bug could put invalid JSON in a job
 		h.opts.Logger.Error("jobshttp: encode response", "err", err)
 		h.problem(w, ProblemInternal, "")
-		return
+		return nil, false
 	}
+	return append(body, '\n'), true
+}
+
+// writeBody answers with a JSON body, not to be stored by caches unless
+// Cache-Control says otherwise already.
+func (h *Handler) writeBody(w http.ResponseWriter, status int, body []byte) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Cache-Control", "no-store")
+	if hdr.Get("Cache-Control") == "" {
+		hdr.Set("Cache-Control", "no-store")
+	}
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	w.Write(body)
 }

@@ -36,6 +36,8 @@ func bearerOwner(r *http.Request) (string, bool) {
 	return strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 }
 
+var discardLogger = slog.New(slog.DiscardHandler)
+
 type env struct {
 	store *jobs.SQLStore
 	m     *jobs.Manager
@@ -50,7 +52,7 @@ func setup(t *testing.T, open func(testing.TB) *jobs.SQLStore, opts jobshttp.Opt
 		opts.Owner = bearerOwner
 	}
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+		opts.Logger = discardLogger
 	}
 	return env{store: s, m: m, h: jobshttp.New(m, opts)}
 }
