@@ -3,12 +3,14 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,5 +159,100 @@ func TestOverlongTokenIs401(t *testing.T) {
 	snap, err := jobstest.TakeSnapshot(context.Background(), store)
 	if err != nil || len(snap.Jobs) != 0 {
 		t.Errorf("%d jobs written for refused credentials (%v); want none", len(snap.Jobs), err)
+	}
+}
+
+// TestBurstBeyondTheQueueAllSucceed submits 2,000 jobs at once, more than
+// the workers' queue holds, while the workers have not started: every one
+// of them must still reach succeeded, none left pending in the store.
+func TestBurstBeyondTheQueueAllSucceed(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	for _, st := range []struct {
+		name string
+		open func(testing.TB) *jobs.SQLStore
+	}{
+		{"SQLite", func(t testing.TB) *jobs.SQLStore { return jobstest.NewSQLite(t) }},
+		{"Postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			store := st.open(t)
+			m := jobs.New(store, jobs.Options{})
+			a := app.New(m, app.Options{WorkDelay: time.Millisecond, Workers: 8, Logger: slog.New(slog.DiscardHandler)})
+			srv := httptest.NewServer(a.Handler())
+			t.Cleanup(srv.Close)
+			client := srv.Client()
+			client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+			t.Cleanup(client.CloseIdleConnections)
+
+			// 64 senders released together, 2,000 requests between them.
+			keys := make(chan int, n)
+			for i := range n {
+				keys <- i
+			}
+			close(keys)
+			ids := make([]string, n)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					<-start
+					for i := range keys {
+						req, _ := http.NewRequest("POST", srv.URL+"/jobs", strings.NewReader(`{"kind":"print","provider":"laser","params":{"pages":1}}`))
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("Idempotency-Key", fmt.Sprintf("burst-%d", i))
+						req.Header.Set("Authorization", "Bearer erin")
+						resp, err := client.Do(req)
+						if err != nil {
+							t.Errorf("POST %d: %v", i, err)
+							continue
+						}
+						var r struct {
+							ID string `json:"id"`
+						}
+						err = json.NewDecoder(resp.Body).Decode(&r)
+						resp.Body.Close()
+						if resp.StatusCode != 201 || err != nil {
+							t.Errorf("POST %d: %d %v", i, resp.StatusCode, err)
+						}
+						ids[i] = r.ID
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if t.Failed() {
+				t.FailNow()
+			}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx) }()
+			t.Cleanup(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			})
+			// A generous bound, only so that a lost job fails the test
+			// instead of hanging it.
+			wctx, wcancel := context.WithTimeout(ctx, 3*time.Minute)
+			defer wcancel()
+			open := 0
+			for _, id := range ids {
+				if j, err := m.Wait(wctx, id); err != nil || j.State != jobs.JobSucceeded {
+					open++
+				}
+			}
+			if open > 0 {
+				snap, _ := jobstest.TakeSnapshot(context.Background(), store)
+				states := map[jobs.JobState]int{}
+				for _, j := range snap.Jobs {
+					states[j.State]++
+				}
+				t.Fatalf("%d of %d jobs did not succeed; the store holds %v", open, n, states)
+			}
+		})
 	}
 }
