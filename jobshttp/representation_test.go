@@ -58,11 +58,7 @@ func TestWaitAnswersTheJobAsItIsWhenAnswered(t *testing.T) {
 				m := jobs.New(raw, jobs.Options{}) // the worker's, beside the handler's
 				h := jobshttp.New(jobs.New(slow, jobs.Options{}), jobshttp.Options{Owner: bearerOwner})
 
-				created := serve(h, request{key: "fresh"})
-				var receipt jobshttp.Receipt
-				if err := json.Unmarshal(created.Body.Bytes(), &receipt); err != nil || created.Code != 201 {
-					t.Fatalf("POST: %d %s", created.Code, created.Body)
-				}
+				receipt := createJob(t, h, "fresh")
 				a, err := m.StartAttempt(ctx, receipt.ID, "")
 				if err != nil {
 					t.Fatal(err)
@@ -103,121 +99,113 @@ func TestWaitAnswersTheJobAsItIsWhenAnswered(t *testing.T) {
 // documents: each later view supersedes every earlier one, and nothing
 // supersedes a terminal view.
 func TestJobViewETag(t *testing.T) {
-	t.Parallel()
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			e := setup(t, st.open, jobshttp.Options{})
-			ctx := context.Background()
-			created := serve(e.h, request{key: "etag"})
-			var receipt jobshttp.Receipt
-			if err := json.Unmarshal(created.Body.Bytes(), &receipt); err != nil || created.Code != 201 {
-				t.Fatalf("POST: %d %s", created.Code, created.Body)
-			}
-			if etag := created.Header().Get("ETag"); etag != "" {
-				t.Errorf("the receipt has ETag %s; it is no representation of the job's state", etag)
-			}
+	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+		e := setup(t, open, jobshttp.Options{})
+		ctx := context.Background()
+		receipt := createJob(t, e.h, "etag")
+		if etag := serve(e.h, request{key: "etag"}).Header().Get("ETag"); etag != "" {
+			t.Errorf("the receipt has ETag %s; it is no representation of the job's state", etag)
+		}
 
-			type seen struct {
-				stage string
-				etag  string
-				view  jobshttp.JobView
+		type seen struct {
+			stage string
+			etag  string
+			view  jobshttp.JobView
+		}
+		var life []seen
+		look := func(stage string) {
+			t.Helper()
+			w := serve(e.h, request{method: "GET", path: receipt.Href})
+			var v jobshttp.JobView
+			if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil || w.Code != 200 {
+				t.Fatalf("%s: GET %d %s", stage, w.Code, w.Body)
 			}
-			var life []seen
-			look := func(stage string) {
-				t.Helper()
-				w := serve(e.h, request{method: "GET", path: receipt.Href})
-				var v jobshttp.JobView
-				if err := json.Unmarshal(w.Body.Bytes(), &v); err != nil || w.Code != 200 {
-					t.Fatalf("%s: GET %d %s", stage, w.Code, w.Body)
-				}
-				etag := w.Header().Get("ETag")
-				if len(etag) < 3 || etag[0] != '"' || etag[len(etag)-1] != '"' {
-					t.Fatalf("%s: ETag %q; want a strong entity tag", stage, etag)
-				}
-				if cc := w.Header().Get("Cache-Control"); cc != "private, no-cache" {
-					t.Errorf("%s: Cache-Control %q; want private, no-cache", stage, cc)
-				}
-				life = append(life, seen{stage, etag, v})
+			etag := w.Header().Get("ETag")
+			if len(etag) < 3 || etag[0] != '"' || etag[len(etag)-1] != '"' {
+				t.Fatalf("%s: ETag %q; want a strong entity tag", stage, etag)
 			}
-			must := func(_ any, err error) {
-				t.Helper()
-				if err != nil {
-					t.Fatal(err)
-				}
+			if cc := w.Header().Get("Cache-Control"); cc != "private, no-cache" {
+				t.Errorf("%s: Cache-Control %q; want private, no-cache", stage, cc)
 			}
+			life = append(life, seen{stage, etag, v})
+		}
+		must := func(_ any, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
 
-			look("pending")
-			a1, err := e.m.StartAttempt(ctx, receipt.ID, "")
-			must(a1, err)
-			look("running, attempt 1")
-			must(e.m.MarkUnknown(ctx, a1.ID, "timeout"))
-			look("attempt 1 in doubt")
-			must(e.m.Fail(ctx, a1.ID, "declined"))
-			look("attempt 1 failed")
-			a2, err := e.m.StartAttempt(ctx, receipt.ID, "")
-			must(a2, err)
-			look("running, attempt 2")
-			must(e.m.Complete(ctx, a2.ID, json.RawMessage(`"done"`)))
-			look("succeeded")
-			if _, err := e.m.CancelJob(ctx, receipt.ID, "too late"); !errors.Is(err, jobs.ErrJobClosed) {
-				t.Fatalf("cancelling the succeeded job: %v; want ErrJobClosed", err)
-			}
-			look("after a refused cancel")
+		look("pending")
+		a1, err := e.m.StartAttempt(ctx, receipt.ID, "")
+		must(a1, err)
+		look("running, attempt 1")
+		must(e.m.MarkUnknown(ctx, a1.ID, "timeout"))
+		look("attempt 1 in doubt")
+		must(e.m.Fail(ctx, a1.ID, "declined"))
+		look("attempt 1 failed")
+		a2, err := e.m.StartAttempt(ctx, receipt.ID, "")
+		must(a2, err)
+		look("running, attempt 2")
+		must(e.m.Complete(ctx, a2.ID, json.RawMessage(`"done"`)))
+		look("succeeded")
+		if _, err := e.m.CancelJob(ctx, receipt.ID, "too late"); !errors.Is(err, jobs.ErrJobClosed) {
+			t.Fatalf("cancelling the succeeded job: %v; want ErrJobClosed", err)
+		}
+		look("after a refused cancel")
 
-			for i, older := range life {
-				for _, newer := range life[i+1:] {
-					same := older.view.State == newer.view.State && older.view.Attempts == newer.view.Attempts && older.view.Version == newer.view.Version
-					if same != (older.etag == newer.etag) {
-						t.Errorf("%s → %s: ETag %s → %s, but the views are %s",
-							older.stage, newer.stage, older.etag, newer.etag, map[bool]string{true: "the same", false: "different"}[same])
-					}
-					if got := newer.view.Supersedes(older.view); got != !same {
-						t.Errorf("%s supersedes %s: %v; want %v", newer.stage, older.stage, got, !same)
-					}
-					if older.view.Supersedes(newer.view) {
-						t.Errorf("%s supersedes the later %s", older.stage, newer.stage)
-					}
+		for i, older := range life {
+			for _, newer := range life[i+1:] {
+				same := older.view.State == newer.view.State && older.view.Attempts == newer.view.Attempts && older.view.Version == newer.view.Version
+				if same != (older.etag == newer.etag) {
+					t.Errorf("%s → %s: ETag %s → %s, but the views are %s",
+						older.stage, newer.stage, older.etag, newer.etag, map[bool]string{true: "the same", false: "different"}[same])
+				}
+				if got := newer.view.Supersedes(older.view); got != !same {
+					t.Errorf("%s supersedes %s: %v; want %v", newer.stage, older.stage, got, !same)
+				}
+				if older.view.Supersedes(newer.view) {
+					t.Errorf("%s supersedes the later %s", older.stage, newer.stage)
 				}
 			}
-			last := life[len(life)-1]
-			if last.view.State != jobs.JobSucceeded || last.view.Version != 2 || last.view.Attempts != 2 {
-				t.Fatalf("the job ends %+v; want succeeded at version 2 after 2 attempts", last.view)
-			}
+		}
+		last := life[len(life)-1]
+		if last.view.State != jobs.JobSucceeded || last.view.Version != 2 || last.view.Attempts != 2 {
+			t.Fatalf("the job ends %+v; want succeeded at version 2 after 2 attempts", last.view)
+		}
 
-			for _, tc := range []struct {
-				method, ifNoneMatch string
-				status              int
-			}{
-				{"GET", last.etag, 304},
-				{"HEAD", last.etag, 304},
-				{"GET", "W/" + last.etag, 304},
-				{"GET", `"other", ` + last.etag, 304},
-				{"GET", "*", 304},
-				{"GET", life[0].etag, 200},
-				{"GET", `"other"`, 200},
-				{"GET", last.etag[1 : len(last.etag)-1], 200}, // unquoted: not an entity tag
-				{"HEAD", life[0].etag, 200},
-			} {
-				w := serve(e.h, request{method: tc.method, path: receipt.Href, headers: map[string]string{"If-None-Match": tc.ifNoneMatch}})
-				if w.Code != tc.status || w.Header().Get("ETag") != last.etag {
-					t.Errorf("%s If-None-Match %s: %d ETag %s; want %d ETag %s", tc.method, tc.ifNoneMatch, w.Code, w.Header().Get("ETag"), tc.status, last.etag)
-				}
-				if tc.status == 304 && w.Body.Len() != 0 {
-					t.Errorf("%s If-None-Match %s: 304 with a body %q", tc.method, tc.ifNoneMatch, w.Body)
-				}
+		for _, tc := range []struct {
+			method, ifNoneMatch string
+			status              int
+		}{
+			{"GET", last.etag, 304},
+			{"HEAD", last.etag, 304},
+			{"GET", "W/" + last.etag, 304},
+			{"GET", `"other", ` + last.etag, 304},
+			{"GET", "*", 304},
+			{"GET", life[0].etag, 200},
+			{"GET", `"other"`, 200},
+			{"GET", last.etag[1 : len(last.etag)-1], 200}, // unquoted: not an entity tag
+			{"HEAD", life[0].etag, 200},
+		} {
+			w := serve(e.h, request{method: tc.method, path: receipt.Href, headers: map[string]string{"If-None-Match": tc.ifNoneMatch}})
+			if w.Code != tc.status || w.Header().Get("ETag") != last.etag {
+				t.Errorf("%s If-None-Match %s: %d ETag %s; want %d ETag %s", tc.method, tc.ifNoneMatch, w.Code, w.Header().Get("ETag"), tc.status, last.etag)
 			}
-			// Another owner's conditional GET is a 404 like any other.
-			if w := serve(e.h, request{method: "GET", path: receipt.Href, owner: "bob", headers: map[string]string{"If-None-Match": last.etag}}); w.Code != 404 {
-				t.Errorf("bob's conditional GET: %d; want 404", w.Code)
+			if tc.status == 304 && w.Body.Len() != 0 {
+				t.Errorf("%s If-None-Match %s: 304 with a body %q", tc.method, tc.ifNoneMatch, w.Body)
 			}
-			// A POST that waits answers with the same view and ETag.
-			w := serve(e.h, request{key: "etag", headers: map[string]string{"Prefer": "wait=1", "If-None-Match": last.etag}})
-			if w.Code != 201 || w.Header().Get("ETag") != last.etag {
-				t.Errorf("POST with wait: %d ETag %s; want 201 ETag %s", w.Code, w.Header().Get("ETag"), last.etag)
-			}
-		})
-	}
+		}
+		// Another owner's conditional GET is a 404 like any other.
+		if w := serve(e.h, request{method: "GET", path: receipt.Href, owner: "bob", headers: map[string]string{"If-None-Match": last.etag}}); w.Code != 404 {
+			t.Errorf("bob's conditional GET: %d; want 404", w.Code)
+		}
+		// A POST that waits answers with the same view and ETag.
+		w := serve(e.h, request{key: "etag", headers: map[string]string{"Prefer": "wait=1", "If-None-Match": last.etag}})
+		if w.Code != 201 || w.Header().Get("ETag") != last.etag {
+			t.Errorf("POST with wait: %d ETag %s; want 201 ETag %s", w.Code, w.Header().Get("ETag"), last.etag)
+		}
+	})
 }
 
 // TestSupersedes: the ordering rule on its own, including views a single
@@ -260,26 +248,22 @@ func (lookupsFail) Job(context.Context, string) (jobs.Job, error) {
 // created all the same), never with a state it did not read; a GET answers
 // 503.
 func TestWaitWhenReadsFail(t *testing.T) {
-	t.Parallel()
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			t.Parallel()
-			raw := st.open(t)
-			e := setup(t, func(testing.TB) *jobs.SQLStore { return raw }, jobshttp.Options{})
-			h := jobshttp.New(jobs.New(lookupsFail{raw}, jobs.Options{}), jobshttp.Options{Owner: bearerOwner, Logger: discardLogger})
-			w := serve(h, request{key: "unread", headers: map[string]string{"Prefer": "wait=1"}})
-			var r jobshttp.Receipt
-			if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil || w.Code != 201 || r.ID == "" ||
-				w.Header().Get("Preference-Applied") != "" || w.Header().Get("ETag") != "" || strings.Contains(w.Body.String(), `"state"`) {
-				t.Fatalf("POST with wait, reads failing: %d %v %s; want 201 with the receipt and no Preference-Applied", w.Code, w.Header(), w.Body)
-			}
-			if job, err := e.m.Get(context.Background(), r.ID); err != nil || job.Key != "unread" {
-				t.Errorf("the job behind the receipt: %+v, %v", job, err)
-			}
-			g := serve(h, request{method: "GET", path: r.Href, headers: map[string]string{"Prefer": "wait=1"}})
-			if g.Code != 503 || problemOf(t, g).Code != jobshttp.ProblemUnavailable {
-				t.Errorf("GET with wait, reads failing: %d %s; want 503", g.Code, g.Body)
-			}
-		})
-	}
+	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+		raw := open(t)
+		e := setup(t, func(testing.TB) *jobs.SQLStore { return raw }, jobshttp.Options{})
+		h := jobshttp.New(jobs.New(lookupsFail{raw}, jobs.Options{}), jobshttp.Options{Owner: bearerOwner, Logger: discardLogger})
+		w := serve(h, request{key: "unread", headers: map[string]string{"Prefer": "wait=1"}})
+		var r jobshttp.Receipt
+		if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil || w.Code != 201 || r.ID == "" ||
+			w.Header().Get("Preference-Applied") != "" || w.Header().Get("ETag") != "" || strings.Contains(w.Body.String(), `"state"`) {
+			t.Fatalf("POST with wait, reads failing: %d %v %s; want 201 with the receipt and no Preference-Applied", w.Code, w.Header(), w.Body)
+		}
+		if job, err := e.m.Get(context.Background(), r.ID); err != nil || job.Key != "unread" {
+			t.Errorf("the job behind the receipt: %+v, %v", job, err)
+		}
+		g := serve(h, request{method: "GET", path: r.Href, headers: map[string]string{"Prefer": "wait=1"}})
+		if g.Code != 503 || problemOf(t, g).Code != jobshttp.ProblemUnavailable {
+			t.Errorf("GET with wait, reads failing: %d %s; want 503", g.Code, g.Body)
+		}
+	})
 }
