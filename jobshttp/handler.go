@@ -102,7 +102,8 @@ type Options struct {
 	// package's README.md, where each code has a heading.
 	ProblemBase string
 
-	// Logger receives failures of the store (answered with 5xx).
+	// Logger receives failures of the store (answered with 5xx) and owners
+	// refused as owner-invalid (why, never the owner).
 	// Defaults to slog.Default().
 	Logger *slog.Logger
 }
