@@ -68,6 +68,57 @@ func browser(t *testing.T, ctx context.Context) context.Context {
 	return tab
 }
 
+// startApp starts the example app over a new store, its workers taking
+// delay for each job, and a browser tab; all end with the test.
+func startApp(t *testing.T, open func(testing.TB) *jobs.SQLStore, delay time.Duration) (*jobs.SQLStore, *httptest.Server, context.Context) {
+	t.Helper()
+	chromium(t)
+	store := open(t)
+	a := app.New(jobs.New(store, jobs.Options{}), app.Options{WorkDelay: delay})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	workers := make(chan error, 1)
+	go func() { workers <- a.Run(ctx) }()
+	t.Cleanup(func() { // before the store closes
+		cancel()
+		if err := <-workers; err != nil {
+			t.Errorf("workers: %v", err)
+		}
+	})
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+	return store, srv, browser(t, ctx)
+}
+
+// readPage reads the page's state, logs the page's log, and saves a
+// screenshot under name when JOBS_TEST_SCREENSHOTS is set.
+func readPage(t *testing.T, tab context.Context, name string) pageState {
+	t.Helper()
+	page, err := chromedp.Run(tab, chromedp.Evaluate[pageState](`({
+		key: document.getElementById("key-shown").textContent,
+		jobID: document.getElementById("job-id").textContent,
+		state: document.getElementById("job-state").textContent,
+		maxInFlight: document.body.dataset.maxInFlight,
+		responses: document.body.dataset.responses,
+		log: document.getElementById("log").innerText,
+	})`))
+	if err != nil {
+		t.Fatalf("read the page: %v", err)
+	}
+	t.Logf("page log:\n%s", page.Log)
+	if dir := os.Getenv(EnvScreenshots); dir != "" {
+		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("screenshot: %v", err)
+		}
+		path := filepath.Join(dir, name+".png")
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Errorf("screenshot: %v", err)
+		}
+		t.Logf("screenshot: %s", path)
+	}
+	return page
+}
+
 var stores = []struct {
 	name string
 	open func(testing.TB) *jobs.SQLStore
@@ -92,24 +143,7 @@ type pageState struct {
 func TestDoubleClick(t *testing.T) {
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
-			chromium(t)
-			store := st.open(t)
-			m := jobs.New(store, jobs.Options{})
-			a := app.New(m, app.Options{WorkDelay: 2 * time.Second})
-
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			workers := make(chan error, 1)
-			go func() { workers <- a.Run(ctx) }()
-			t.Cleanup(func() { // before the store closes
-				cancel()
-				if err := <-workers; err != nil {
-					t.Errorf("workers: %v", err)
-				}
-			})
-			srv := httptest.NewServer(a.Handler())
-			t.Cleanup(srv.Close)
-
-			tab := browser(t, ctx)
+			store, srv, tab := startApp(t, st.open, 2*time.Second)
 			err := chromedp.Do(tab,
 				chromedp.Navigate(srv.URL),
 				chromedp.WaitVisible(chromedp.ID("print")),
@@ -124,29 +158,7 @@ func TestDoubleClick(t *testing.T) {
 			if err != nil {
 				t.Fatalf("browser: %v", err)
 			}
-			page, err := chromedp.Run(tab, chromedp.Evaluate[pageState](`({
-				key: document.getElementById("key-shown").textContent,
-				jobID: document.getElementById("job-id").textContent,
-				state: document.getElementById("job-state").textContent,
-				maxInFlight: document.body.dataset.maxInFlight,
-				responses: document.body.dataset.responses,
-				log: document.getElementById("log").innerText,
-			})`))
-			if err != nil {
-				t.Fatalf("read the page: %v", err)
-			}
-			png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-			if err != nil {
-				t.Fatalf("screenshot: %v", err)
-			}
-			if dir := os.Getenv(EnvScreenshots); dir != "" {
-				path := filepath.Join(dir, "doubleclick-"+strings.ToLower(st.name)+".png")
-				if err := os.WriteFile(path, png, 0o644); err != nil {
-					t.Errorf("screenshot: %v", err)
-				}
-				t.Logf("screenshot: %s", path)
-			}
-			t.Logf("page log:\n%s", page.Log)
+			page := readPage(t, tab, "doubleclick-"+strings.ToLower(st.name))
 
 			if page.MaxInFlight != "2" {
 				t.Errorf("at most %s request(s) were in flight at once; want 2: the second click must land during the first request", page.MaxInFlight)

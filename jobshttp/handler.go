@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/intentjobs/jobs"
 )
@@ -41,7 +42,10 @@ const (
 type Options struct {
 	// Owner returns who makes the request, from the host application's
 	// authentication (a user or tenant ID). ok == false (or an empty owner)
-	// answers 401. Jobs and keys are scoped to their owner.
+	// answers 401 unauthenticated; an owner the jobs package cannot store
+	// (over 255 bytes, not UTF-8, with a NUL) answers 401 owner-invalid,
+	// since it comes from the request's credentials. Jobs and keys are
+	// scoped to their owner.
 	Owner func(r *http.Request) (owner string, ok bool)
 
 	// Challenge is the WWW-Authenticate header of a 401 response.
@@ -58,8 +62,11 @@ type Options struct {
 	MaxBodyBytes int64
 
 	// ConflictStatus is the status of a key reused with a different request:
-	// http.StatusConflict (409, the default: a conflict of intent) or
-	// http.StatusUnprocessableEntity (422, as in the IETF draft).
+	// http.StatusUnprocessableEntity (422, the default, as the IETF
+	// Idempotency-Key draft says) or http.StatusConflict (409). Generic
+	// clients of the draft read 409 as "a request with this key is still
+	// being processed" and may retry it; choose 409 only for clients that
+	// know it means a conflict of intent here.
 	ConflictStatus int
 
 	// KeyRetention is how long keys are honoured after their job closes,
@@ -75,7 +82,10 @@ type Options struct {
 
 	// Check, if set, vets a request before it is submitted (allowed kinds and
 	// providers, the shape of params). Its error is answered with 422 and
-	// its text as the problem's detail; nothing is written.
+	// its text as the problem's detail; nothing is written. It runs only for
+	// keys that have no job yet (the handler looks the key up first): a
+	// replay of an existing job is never checked again, so that a change of
+	// rules never keeps a client from the job it already has.
 	Check func(r *http.Request, req jobs.SubmitRequest) error
 
 	// Created, if set, is called once for every job this handler creates
@@ -86,11 +96,14 @@ type Options struct {
 	// pending jobs from there.
 	Created func(ctx context.Context, j jobs.Job)
 
-	// ProblemBase is prefixed to the Problem* names to form problem type
-	// URIs. Defaults to DefaultProblemBase.
+	// ProblemBase is prefixed to the problem codes (the Problem* names) to
+	// form problem type URIs, e.g. "https://api.example.com/problems/" where
+	// the host documents them itself. Defaults to DefaultProblemBase, this
+	// package's README.md, where each code has a heading.
 	ProblemBase string
 
-	// Logger receives failures of the store (answered with 5xx).
+	// Logger receives failures of the store (answered with 5xx) and owners
+	// refused as owner-invalid (why, never the owner).
 	// Defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -103,17 +116,17 @@ type Handler struct {
 }
 
 // New returns a Handler that submits and reads jobs through m. It panics if
-// opts.Owner is nil or opts.ConflictStatus is neither 0, 409 nor 422.
+// opts.Owner is nil or opts.ConflictStatus is neither 0, 422 nor 409.
 func New(m *jobs.Manager, opts Options) *Handler {
 	if opts.Owner == nil {
 		panic("jobshttp: Options.Owner is required")
 	}
 	switch opts.ConflictStatus {
 	case 0:
-		opts.ConflictStatus = http.StatusConflict
+		opts.ConflictStatus = http.StatusUnprocessableEntity
 	case http.StatusConflict, http.StatusUnprocessableEntity:
 	default:
-		panic(fmt.Sprintf("jobshttp: Options.ConflictStatus must be 409 or 422, not %d", opts.ConflictStatus))
+		panic(fmt.Sprintf("jobshttp: Options.ConflictStatus must be 422 or 409, not %d", opts.ConflictStatus))
 	}
 	if opts.Challenge == "" {
 		opts.Challenge = "Bearer"
@@ -188,17 +201,16 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	}
 	key, err := IdempotencyKey(r)
 	if err != nil {
-		typ, title := ProblemKeyInvalid, "Invalid Idempotency-Key"
+		code := ProblemKeyInvalid
 		if errors.Is(err, errKeyMissing) {
-			typ, title = ProblemKeyMissing, "Idempotency-Key required"
+			code = ProblemKeyMissing
 		}
-		h.problem(w, http.StatusBadRequest, typ, title, err.Error()+".")
+		h.problem(w, code, err.Error()+".")
 		return
 	}
 	if !isJSON(r.Header.Get("Content-Type")) {
 		w.Header().Set("Accept-Post", "application/json")
-		h.problem(w, http.StatusUnsupportedMediaType, ProblemUnsupportedMediaType, "Unsupported Media Type",
-			"The request body must be application/json.")
+		h.problem(w, ProblemUnsupportedMediaType, "The request body must be application/json.")
 		return
 	}
 	body, err := h.readBody(w, r)
@@ -207,18 +219,15 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	}
 	var cr CreateRequest
 	if err := decodeStrict(body, &cr); err != nil {
-		h.problem(w, http.StatusBadRequest, ProblemMalformedJSON, "Malformed JSON", err.Error())
+		h.problem(w, ProblemMalformedJSON, err.Error())
 		return
 	}
 	if len(cr.Params) == 0 {
 		cr.Params = json.RawMessage("null")
 	}
 	req := jobs.SubmitRequest{Owner: owner, Key: key, Kind: cr.Kind, Provider: cr.Provider, Params: cr.Params}
-	if h.opts.Check != nil {
-		if err := h.opts.Check(r, req); err != nil {
-			h.problem(w, http.StatusUnprocessableEntity, ProblemInvalidRequest, "Invalid request", err.Error())
-			return
-		}
+	if !h.check(w, r, req) {
+		return
 	}
 	job, created, err := h.m.Submit(r.Context(), req)
 	if err != nil {
@@ -234,13 +243,43 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 		hdr.Set(HeaderReplayed, "true")
 	}
 	if d, ok := preferredWait(r, h.opts.MaxWait); ok {
-		job = h.wait(r, job, d)
-		hdr.Set("Preference-Applied", "wait="+strconv.Itoa(int(d/time.Second)))
-		hdr.Set("Content-Location", h.location(job.ID))
-		h.writeJSON(w, http.StatusCreated, h.view(job))
-		return
+		// The job as it now is; if it cannot be read, the receipt, as
+		// without the preference (the job exists either way).
+		now, err := h.wait(r, job, d)
+		if err == nil {
+			hdr.Set("Preference-Applied", "wait="+strconv.Itoa(int(d/time.Second)))
+			hdr.Set("Content-Location", h.location(job.ID))
+			h.writeView(w, r, http.StatusCreated, now)
+			return
+		}
+		if r.Context().Err() == nil {
+			h.opts.Logger.WarnContext(r.Context(), "jobshttp: read the job after waiting; answering with the receipt", "job", job.ID, "err", err)
+		}
 	}
 	h.writeJSON(w, http.StatusCreated, h.receipt(job))
+}
+
+// check runs Options.Check on a request whose key has no job yet, and
+// answers the request if it refuses. A key that already has its job is not
+// checked again: Submit answers it as a replay, or as a key conflict that
+// names the job. Had the check's rules changed since the job was created, a
+// client repeating its request would otherwise lose the way to its job.
+func (h *Handler) check(w http.ResponseWriter, r *http.Request, req jobs.SubmitRequest) bool {
+	if h.opts.Check == nil {
+		return true
+	}
+	switch _, err := h.m.GetByKey(r.Context(), req.Owner, req.Key); {
+	case err == nil:
+		return true
+	case !errors.Is(err, jobs.ErrNotFound):
+		h.submitError(w, r, err)
+		return false
+	}
+	if err := h.opts.Check(r, req); err != nil {
+		h.problem(w, ProblemInvalidRequest, err.Error())
+		return false
+	}
+	return true
 }
 
 // Get answers a GET of the job id. Another owner's job is answered exactly
@@ -261,45 +300,88 @@ func (h *Handler) Get(w http.ResponseWriter, r *http.Request, id string) {
 		return
 	}
 	if d, ok := preferredWait(r, h.opts.MaxWait); ok {
-		job = h.wait(r, job, d)
+		job, err = h.wait(r, job, d)
+		switch {
+		case errors.Is(err, jobs.ErrNotFound): // purged while we waited
+			h.notFound(w)
+			return
+		case err != nil:
+			h.storeError(w, r, err)
+			return
+		}
 		w.Header().Set("Preference-Applied", "wait="+strconv.Itoa(int(d/time.Second)))
 	}
-	h.writeJSON(w, http.StatusOK, h.view(job))
+	h.writeView(w, r, http.StatusOK, job)
 }
 
 // wait holds the request until job is terminal, d has passed or the client
-// has gone, and returns the job as it then is.
-func (h *Handler) wait(r *http.Request, job jobs.Job, d time.Duration) jobs.Job {
+// has gone, and returns the job as it is at the moment of answering. A
+// terminal job is final; a job still open is read once more, since what
+// Manager.Wait last read may be older than that moment (its last poll, or a
+// slow lookup that returned after the deadline), and a client shown an
+// older state after a newer one would show the wrong one.
+func (h *Handler) wait(r *http.Request, job jobs.Job, d time.Duration) (jobs.Job, error) {
 	if job.State.Terminal() {
-		return job
+		return job, nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), d)
-	defer cancel()
 	got, err := h.m.Wait(ctx, job.ID)
-	if got.ID == "" {
-		return job
-	}
-	if err != nil && ctx.Err() == nil {
+	cancel()
+	switch {
+	case err == nil:
+		return got, nil // terminal
+	case ctx.Err() == nil:
 		h.opts.Logger.WarnContext(r.Context(), "jobshttp: wait", "job", job.ID, "err", err)
 	}
-	return got
+	return h.m.Get(r.Context(), job.ID)
 }
 
+// owner returns the owner of r, or answers 401 and returns false: when the
+// host's authentication names nobody, and when it names an owner that jobs
+// cannot store. Owners come from credentials, so the second is a client's
+// fault too (an overlong token, say), never the server's.
 func (h *Handler) owner(w http.ResponseWriter, r *http.Request) (string, bool) {
 	owner, ok := h.opts.Owner(r)
 	if !ok || owner == "" {
 		w.Header().Set("WWW-Authenticate", h.opts.Challenge)
-		h.problem(w, http.StatusUnauthorized, ProblemUnauthenticated, "Unauthenticated",
-			"The request does not say who makes it.")
+		h.problem(w, ProblemUnauthenticated, "The request does not say who makes it.")
+		return "", false
+	}
+	if fault := ownerFault(owner); fault != "" {
+		h.invalidOwner(w, r, fault)
 		return "", false
 	}
 	return owner, true
 }
 
+// maxOwnerBytes is the longest owner the jobs package stores.
+const maxOwnerBytes = 255
+
+// ownerFault says what makes owner one the jobs package refuses (it stores
+// 1 to 255 bytes of UTF-8 without NUL), or "" if nothing does.
+func ownerFault(owner string) string {
+	switch {
+	case len(owner) > maxOwnerBytes:
+		return fmt.Sprintf("longer than %d bytes", maxOwnerBytes)
+	case !utf8.ValidString(owner):
+		return "not valid UTF-8"
+	case strings.IndexByte(owner, 0) >= 0:
+		return "contains a NUL byte"
+	}
+	return ""
+}
+
+// invalidOwner answers 401 for an owner the jobs package refuses. The log
+// says why, never the owner itself, which may be a credential.
+func (h *Handler) invalidOwner(w http.ResponseWriter, r *http.Request, fault string) {
+	h.opts.Logger.WarnContext(r.Context(), "jobshttp: the request's credentials name an owner jobs cannot store", "fault", fault)
+	w.Header().Set("WWW-Authenticate", h.opts.Challenge)
+	h.problem(w, ProblemOwnerInvalid, "The request's credentials name an owner that cannot hold jobs: "+fault+".")
+}
+
 func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	tooLarge := func() {
-		h.problem(w, http.StatusRequestEntityTooLarge, ProblemBodyTooLarge, "Request body too large",
-			fmt.Sprintf("The request body must not exceed %d bytes.", h.opts.MaxBodyBytes))
+		h.problem(w, ProblemBodyTooLarge, fmt.Sprintf("The request body must not exceed %d bytes.", h.opts.MaxBodyBytes))
 	}
 	if r.ContentLength > h.opts.MaxBodyBytes {
 		tooLarge()
@@ -311,7 +393,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, erro
 		if errors.As(err, &mbe) {
 			tooLarge()
 		} else {
-			h.problem(w, http.StatusBadRequest, ProblemMalformedJSON, "Unreadable request body", "The request body could not be read.")
+			h.problem(w, ProblemBodyUnreadable, "The request body could not be read.")
 		}
 		return nil, err
 	}
@@ -349,20 +431,14 @@ func (h *Handler) submitError(w http.ResponseWriter, r *http.Request, err error)
 	case errors.As(err, &conflict):
 		// The key is the caller's own (keys are scoped to owners), so the job
 		// it is bound to is the caller's too.
-		h.writeProblem(w, Problem{
-			Type:   h.opts.ProblemBase + ProblemKeyConflict,
-			Title:  "Idempotency-Key already used for a different request",
-			Status: h.opts.ConflictStatus,
-			Detail: "This Idempotency-Key was first used with another kind, provider or params. " +
-				"Repeat that request to get its job, or use a new key for a new request.",
-			Job: h.location(conflict.JobID),
-		})
-	case errors.As(err, &input) && input.Field == "Owner":
-		h.opts.Logger.ErrorContext(r.Context(), "jobshttp: the Owner function returned an owner the store refuses", "err", err)
-		h.problem(w, http.StatusInternalServerError, ProblemInternal, "Internal Server Error", "")
+		p := h.newProblem(ProblemKeyConflict, "This Idempotency-Key was first used with another kind, provider or params. "+
+			"Repeat that request to get its job, or use a new key for a new request.")
+		p.Status, p.Job = h.opts.ConflictStatus, h.location(conflict.JobID)
+		h.writeProblem(w, p)
+	case errors.As(err, &input) && input.Field == "Owner": // ownerFault let through what the Manager refuses
+		h.invalidOwner(w, r, input.Problem)
 	case errors.As(err, &input):
-		h.problem(w, http.StatusUnprocessableEntity, ProblemInvalidRequest, "Invalid request",
-			strings.ToLower(input.Field)+": "+input.Problem+".")
+		h.problem(w, ProblemInvalidRequest, strings.ToLower(input.Field)+": "+input.Problem+".")
 	default:
 		h.storeError(w, r, err)
 	}
@@ -375,34 +451,47 @@ func (h *Handler) storeError(w http.ResponseWriter, r *http.Request, err error) 
 			h.opts.Logger.WarnContext(r.Context(), "jobshttp: store unavailable", "err", err)
 		}
 		w.Header().Set("Retry-After", "1")
-		h.problem(w, http.StatusServiceUnavailable, ProblemUnavailable, "Service Unavailable",
-			"The job store is busy or unreachable; repeat the request with the same Idempotency-Key.")
+		h.problem(w, ProblemUnavailable, "The job store is busy or unreachable; repeat the request with the same Idempotency-Key.")
 		return
 	}
 	h.opts.Logger.ErrorContext(r.Context(), "jobshttp: store failure", "err", err)
-	h.problem(w, http.StatusInternalServerError, ProblemInternal, "Internal Server Error",
-		"Repeat the request with the same Idempotency-Key.")
+	h.problem(w, ProblemInternal, "Repeat the request with the same Idempotency-Key.")
 }
 
 func (h *Handler) notFound(w http.ResponseWriter) {
-	h.problem(w, http.StatusNotFound, ProblemNotFound, "Not Found", "")
+	h.problem(w, ProblemNotFound, "")
 }
 
 func (h *Handler) methodNotAllowed(w http.ResponseWriter, allow string) {
 	w.Header().Set("Allow", allow)
-	h.problem(w, http.StatusMethodNotAllowed, ProblemMethodNotAllowed, "Method Not Allowed", "")
+	h.problem(w, ProblemMethodNotAllowed, "")
 }
 
 func (h *Handler) writeJSON(w http.ResponseWriter, status int, v any) {
+	if body, ok := h.encode(w, v); ok {
+		h.writeBody(w, status, body)
+	}
+}
+
+// encode returns v as JSON with a final newline, or answers 500.
+func (h *Handler) encode(w http.ResponseWriter, v any) ([]byte, bool) {
 	body, err := json.Marshal(v)
 	if err != nil { // only a Manager bug could put invalid JSON in a job
 		h.opts.Logger.Error("jobshttp: encode response", "err", err)
-		h.problem(w, http.StatusInternalServerError, ProblemInternal, "Internal Server Error", "")
-		return
+		h.problem(w, ProblemInternal, "")
+		return nil, false
 	}
+	return append(body, '\n'), true
+}
+
+// writeBody answers with a JSON body, not to be stored by caches unless
+// Cache-Control says otherwise already.
+func (h *Handler) writeBody(w http.ResponseWriter, status int, body []byte) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/json")
-	hdr.Set("Cache-Control", "no-store")
+	if hdr.Get("Cache-Control") == "" {
+		hdr.Set("Cache-Control", "no-store")
+	}
 	w.WriteHeader(status)
-	w.Write(append(body, '\n'))
+	w.Write(body)
 }

@@ -39,6 +39,15 @@ type Options struct {
 	WorkDelay time.Duration
 	// Workers is the number of jobs worked on at once. Defaults to 4.
 	Workers int
+	// QueueSize is how many jobs wait in memory for a worker. Defaults to
+	// 1024. Jobs beyond it are not lost: they wait in the store, pending,
+	// and a sweep hands them to the workers as room frees up.
+	QueueSize int
+	// SweepInterval is how often the store is swept for pending jobs that
+	// no queue holds, such as jobs another process created. Defaults to
+	// 30s. A full queue asks for a sweep at once, and Run sweeps when it
+	// starts.
+	SweepInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 }
@@ -46,24 +55,38 @@ type Options struct {
 // App serves the page and the API and works on the jobs.
 type App struct {
 	m      *jobs.Manager
+	lister jobs.Lister
 	opts   Options
 	api    *jobshttp.Handler
-	queue  chan string
+	queue  *workQueue
+	sweep  chan struct{} // asks the sweeper for a sweep; holds one request at most
 	logger *slog.Logger
 }
 
-// New returns an App over m. Call Run to start its workers.
+// New returns an App over m, whose store must list its jobs (jobs.Lister:
+// both SQL stores do). Call Run to start its workers.
 func New(m *jobs.Manager, opts Options) *App {
+	lister, ok := m.Store().(jobs.Lister)
+	if !ok {
+		panic(fmt.Sprintf("app: the store %T does not list its jobs (jobs.Lister)", m.Store()))
+	}
 	if opts.WorkDelay <= 0 {
 		opts.WorkDelay = 3 * time.Second
 	}
 	if opts.Workers <= 0 {
 		opts.Workers = 4
 	}
+	if opts.QueueSize <= 0 {
+		opts.QueueSize = 1024
+	}
+	if opts.SweepInterval <= 0 {
+		opts.SweepInterval = 30 * time.Second
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &App{m: m, opts: opts, queue: make(chan string, 1024), logger: opts.Logger}
+	a := &App{m: m, lister: lister, opts: opts, queue: newWorkQueue(opts.QueueSize),
+		sweep: make(chan struct{}, 1), logger: opts.Logger}
 	a.api = jobshttp.New(m, jobshttp.Options{
 		Owner:   Owner,
 		MaxWait: 30 * time.Second,
@@ -121,52 +144,71 @@ func (a *App) servePage(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// enqueue hands a job just created to the workers. When the queue is full
+// the job waits in the store, pending, and the sweeper is asked to bring it
+// in as room frees up: the HTTP request is never held for it.
 func (a *App) enqueue(jobID string) {
-	select {
-	case a.queue <- jobID:
-	default: // Run picks pending jobs up from the store when it starts
-		a.logger.Warn("work queue full; the job stays pending", "job", jobID)
+	if !a.queue.offer(jobID) {
+		select {
+		case a.sweep <- struct{}{}:
+		default: // a sweep is already asked for
+		}
 	}
 }
 
-// Run queues the jobs left pending in the store, then works on new ones
-// until ctx ends.
+// Run works on jobs until ctx ends. It sweeps the store for pending jobs
+// when it starts (jobs left by a previous run), when the queue overflows,
+// and every SweepInterval.
 func (a *App) Run(ctx context.Context) error {
-	if l, ok := a.m.Store().(jobs.Lister); ok {
-		after := ""
-		for {
-			page, err := l.ListJobs(ctx, after, 500)
-			if err != nil {
-				return err
-			}
-			if len(page) == 0 {
-				break
-			}
-			for _, j := range page {
-				if j.State == jobs.JobPending {
-					a.enqueue(j.ID)
-				}
-			}
-			after = page[len(page)-1].ID
-		}
-	}
 	var wg sync.WaitGroup
 	for range a.opts.Workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for {
-				select {
-				case <-ctx.Done():
+				id, ok := a.queue.take(ctx)
+				if !ok {
 					return
-				case id := <-a.queue:
-					a.work(ctx, id)
 				}
+				a.work(ctx, id)
+				a.queue.done(id)
 			}
-		}()
+		})
 	}
-	wg.Wait()
-	return nil
+	tick := time.NewTicker(a.opts.SweepInterval)
+	defer tick.Stop()
+	for {
+		if err := a.sweepPending(ctx); err != nil && ctx.Err() == nil {
+			a.logger.Error("sweep pending jobs", "err", err) // the next sweep tries again
+		}
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return nil
+		case <-a.sweep:
+		case <-tick.C:
+		}
+	}
+}
+
+// sweepPending hands every pending job in the store that the queue does not
+// hold to the workers, waiting for room as they work, so that however many
+// jobs are pending, only QueueSize of them wait in memory.
+func (a *App) sweepPending(ctx context.Context) error {
+	after := ""
+	for {
+		page, err := a.lister.ListJobs(ctx, after, 500)
+		if err != nil || len(page) == 0 {
+			return err
+		}
+		for _, j := range page {
+			if j.State != jobs.JobPending {
+				continue
+			}
+			if err := a.queue.put(ctx, j.ID); err != nil {
+				return err
+			}
+		}
+		after = page[len(page)-1].ID
+	}
 }
 
 // work runs one attempt of the job: a pretend print that takes WorkDelay.

@@ -3,11 +3,14 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -115,5 +118,141 @@ func TestApp(t *testing.T) {
 	defer wcancel()
 	if got, err := m.Wait(wctx, left.ID); err != nil || got.State != jobs.JobSucceeded {
 		t.Errorf("the job left pending: %+v, %v; want it completed after Run started", got, err)
+	}
+}
+
+// TestOverlongTokenIs401: the demo takes the bearer token as the owner, so
+// a token the jobs package cannot store as an owner (300 bytes) is the
+// client's bad credentials: 401, on the page's API as on curl's, and no job.
+func TestOverlongTokenIs401(t *testing.T) {
+	t.Parallel()
+	store := jobstest.NewSQLite(t)
+	m := jobs.New(store, jobs.Options{})
+	a := app.New(m, app.Options{Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(a.Handler())
+	t.Cleanup(srv.Close)
+
+	token := strings.Repeat("t", 300)
+	for _, method := range []string{"POST", "GET"} {
+		path := "/jobs"
+		if method == "GET" {
+			path = "/jobs/job_00000000000000000000000000"
+		}
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(`{"kind":"print","provider":"laser","params":{"pages":1}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "long-token")
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p struct {
+			Code string `json:"code"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&p)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized || err != nil || p.Code != "owner-invalid" || resp.Header.Get("WWW-Authenticate") == "" {
+			t.Errorf("%s with a 300-byte token: %d, code %q (%v), WWW-Authenticate %q; want 401 owner-invalid with a challenge",
+				method, resp.StatusCode, p.Code, err, resp.Header.Get("WWW-Authenticate"))
+		}
+	}
+	snap, err := jobstest.TakeSnapshot(context.Background(), store)
+	if err != nil || len(snap.Jobs) != 0 {
+		t.Errorf("%d jobs written for refused credentials (%v); want none", len(snap.Jobs), err)
+	}
+}
+
+// TestBurstBeyondTheQueueAllSucceed submits 2,000 jobs at once, more than
+// the workers' queue holds, while the workers have not started: every one
+// of them must still reach succeeded, none left pending in the store.
+func TestBurstBeyondTheQueueAllSucceed(t *testing.T) {
+	t.Parallel()
+	const n = 2000
+	for _, st := range []struct {
+		name string
+		open func(testing.TB) *jobs.SQLStore
+	}{
+		{"SQLite", func(t testing.TB) *jobs.SQLStore { return jobstest.NewSQLite(t) }},
+		{"Postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
+	} {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			store := st.open(t)
+			m := jobs.New(store, jobs.Options{})
+			a := app.New(m, app.Options{WorkDelay: time.Millisecond, Workers: 8, Logger: slog.New(slog.DiscardHandler)})
+			srv := httptest.NewServer(a.Handler())
+			t.Cleanup(srv.Close)
+			client := srv.Client()
+			client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
+			t.Cleanup(client.CloseIdleConnections)
+
+			// 64 senders released together, 2,000 requests between them.
+			keys := make(chan int, n)
+			for i := range n {
+				keys <- i
+			}
+			close(keys)
+			ids := make([]string, n)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 64 {
+				wg.Go(func() {
+					<-start
+					for i := range keys {
+						req, _ := http.NewRequest("POST", srv.URL+"/jobs", strings.NewReader(`{"kind":"print","provider":"laser","params":{"pages":1}}`))
+						req.Header.Set("Content-Type", "application/json")
+						req.Header.Set("Idempotency-Key", fmt.Sprintf("burst-%d", i))
+						req.Header.Set("Authorization", "Bearer erin")
+						resp, err := client.Do(req)
+						if err != nil {
+							t.Errorf("POST %d: %v", i, err)
+							continue
+						}
+						var r struct {
+							ID string `json:"id"`
+						}
+						err = json.NewDecoder(resp.Body).Decode(&r)
+						resp.Body.Close()
+						if resp.StatusCode != 201 || err != nil {
+							t.Errorf("POST %d: %d %v", i, resp.StatusCode, err)
+						}
+						ids[i] = r.ID
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if t.Failed() {
+				t.FailNow()
+			}
+
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- a.Run(ctx) }()
+			t.Cleanup(func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			})
+			// A generous bound, only so that a lost job fails the test
+			// instead of hanging it.
+			wctx, wcancel := context.WithTimeout(ctx, 3*time.Minute)
+			defer wcancel()
+			open := 0
+			for _, id := range ids {
+				if j, err := m.Wait(wctx, id); err != nil || j.State != jobs.JobSucceeded {
+					open++
+				}
+			}
+			if open > 0 {
+				snap, _ := jobstest.TakeSnapshot(context.Background(), store)
+				states := map[jobs.JobState]int{}
+				for _, j := range snap.Jobs {
+					states[j.State]++
+				}
+				t.Fatalf("%d of %d jobs did not succeed; the store holds %v", open, n, states)
+			}
+		})
 	}
 }
