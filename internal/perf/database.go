@@ -66,7 +66,7 @@ func (d Database) validate() error {
 	switch d.Dialect {
 	case Postgres:
 	case SQLite:
-		if _, ok := sqliteSynchronous[d.Synchronous]; !ok {
+		if d.Synchronous != "FULL" && d.Synchronous != "NORMAL" {
 			return fmt.Errorf("sqlite: synchronous %q: want FULL or NORMAL", d.Synchronous)
 		}
 	default:
@@ -164,14 +164,6 @@ func rebind(dialect, query string) string {
 		return placeholder.ReplaceAllString(query, "?$1")
 	}
 	return query
-}
-
-// ts is a time as the library stores it in the dialect.
-func ts(dialect string, t time.Time) any {
-	if dialect == SQLite {
-		return t.UnixMicro()
-	}
-	return t
 }
 
 // version describes the database server or library behind db.

@@ -35,9 +35,9 @@ type schema struct {
 
 // Tables are a contender's jobs and attempts as the workloads prepare and
 // check them: prefilled with set-based SQL (generate_series on PostgreSQL, a
-// recursive common table expression on SQLite), so that a million jobs take
-// seconds, and read back to check what a workload wrote. Nothing of it is
-// timed.
+// recursive common table expression on SQLite), so that a million jobs are
+// one statement rather than a million round trips, and read back to check
+// what a workload wrote. Nothing of it is timed.
 type Tables struct {
 	dialect string
 	w, r    *sql.DB // writes (on SQLite the contender's writer), reads
