@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,41 +10,60 @@ import (
 	"github.com/intentjobs/jobs/jobstest"
 )
 
-// The benchmarks run every workload of the suite twice in the same process
-// on the same database: first as hand-written SQL ("sql"), then through the
-// library ("jobs"), which also reports x-baseline, its throughput as a
-// multiple of the baseline's. Each checks what it wrote (one job per key,
-// every storm caller the same ID, exactly one winner per race) and fails on
-// any violation. They run only with -bench:
+// The benchmarks run every workload of the suite in the same process, each
+// contender in a database of its own with the same settings: first the
+// hand-written SQL on its own lean schema ("sql"), then the library
+// ("jobs"), which also reports x-baseline, its throughput as a multiple of
+// the baseline's, and x-allocs, its allocations as a multiple of the
+// baseline's; Complete also runs the four-statement baseline ("sql-tx").
+// SQLite runs at synchronous=FULL (what OpenSQLite uses) and at NORMAL. Each
+// trial checks what it wrote (one job per key, every storm caller the same
+// ID, exactly one winner per race, which keeps its result) and fails on any
+// violation. They run only with -bench:
 //
 //	go test -run '^$' -bench . -benchmem
 //	go test -run '^$' -bench 'Postgres/submit-new' -benchmem -count 5
+//	go test -run '^$' -bench . -benchtime 200x    # a short check that every workload runs
 //
 // The report command of the bench module runs the same workloads several
 // times, interleaved, and writes medians and a chart.
 
-func BenchmarkSQLite(b *testing.B)   { benchmarkSuite(b, "sqlite") }
-func BenchmarkPostgres(b *testing.B) { benchmarkSuite(b, "postgres") }
+func BenchmarkSQLite(b *testing.B) {
+	for _, sync := range []string{"FULL", "NORMAL"} {
+		b.Run("sync="+sync, func(b *testing.B) { benchmarkSuite(b, perf.SQLite, sync) })
+	}
+}
 
-func benchmarkSuite(b *testing.B, dialect string) {
+func BenchmarkPostgres(b *testing.B) { benchmarkSuite(b, perf.Postgres, "") }
+
+func benchmarkSuite(b *testing.B, dialect, sync string) {
 	for _, w := range perf.Suite() {
 		b.Run(w.Name, func(b *testing.B) {
-			e := openEnv(b, dialect)
-			if w.Kind == perf.SubmitStored {
-				start := time.Now()
-				if err := e.FillTo(context.Background(), w.Stored); err != nil {
-					b.Fatal(err)
-				}
-				b.Logf("prefilled %d jobs in %v", w.Stored, time.Since(start).Round(time.Millisecond))
+			ctx := context.Background()
+			contenders := []perf.Lifecycle{
+				openBaseline(b, dialect, sync, perf.CompleteInOneStatement),
+				openLibrary(b, dialect, sync),
+				openBaseline(b, dialect, sync, perf.CompleteInTransaction),
 			}
-			var baseline time.Duration // per operation
-			for _, c := range []perf.Contender{perf.NewBaseline(e), perf.NewLibrary(e)} {
+			var baseline *perf.Result
+			for _, c := range contenders {
+				if !c.Runs(w) {
+					continue
+				}
+				if w.Kind == perf.SubmitStored {
+					start := time.Now()
+					if err := c.Tables().FillTo(ctx, w.Stored); err != nil {
+						b.Fatal(err)
+					}
+					b.Logf("%s: prefilled %d jobs in %v", c.Name(), w.Stored, time.Since(start).Round(time.Millisecond))
+				}
 				b.Run(c.Name(), func(b *testing.B) {
-					perOp := runTrial(b, e, w, c)
+					r := runTrial(b, w, c)
 					if c.Name() == "sql" {
-						baseline = perOp
-					} else if baseline > 0 && perOp > 0 {
-						b.ReportMetric(float64(baseline)/float64(perOp), "x-baseline")
+						baseline = r
+					} else if baseline != nil && r.OpsPerSec() > 0 {
+						b.ReportMetric(r.OpsPerSec()/baseline.OpsPerSec(), "x-baseline")
+						b.ReportMetric(r.AllocsPerOp()/baseline.AllocsPerOp(), "x-allocs")
 					}
 				})
 			}
@@ -51,11 +71,10 @@ func benchmarkSuite(b *testing.B, dialect string) {
 	}
 }
 
-// runTrial measures b.N operations of w by c and returns the time per
-// operation.
-func runTrial(b *testing.B, e *perf.Env, w perf.Workload, c perf.Contender) time.Duration {
+// runTrial measures b.N operations of w by c.
+func runTrial(b *testing.B, w perf.Workload, c perf.Contender) *perf.Result {
 	ctx := context.Background()
-	t, err := perf.Prepare(ctx, e, w, c, b.N)
+	t, err := perf.Prepare(ctx, w, c, b.N)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -68,25 +87,38 @@ func runTrial(b *testing.B, e *perf.Env, w perf.Workload, c perf.Contender) time
 	}
 	b.ReportMetric(float64(r.Percentile(50).Microseconds()), "p50-µs")
 	b.ReportMetric(float64(r.Percentile(99).Microseconds()), "p99-µs")
-	if e.Dialect == "postgres" {
+	if c.RoundTrips() > 0 {
 		b.ReportMetric(r.RoundTripsPerOp(), "roundtrips/op")
 	}
-	return r.Elapsed / time.Duration(r.Ops)
+	return r
 }
 
-func openEnv(tb testing.TB, dialect string) *perf.Env {
+// newDatabase returns a database of its own for one contender: a fresh
+// PostgreSQL schema, or a new SQLite file.
+func newDatabase(tb testing.TB, dialect, sync string) perf.Database {
 	tb.Helper()
-	ctx := context.Background()
-	var e *perf.Env
-	var err error
-	if dialect == "postgres" {
-		e, err = perf.OpenPostgres(ctx, jobstest.PostgresDSN(tb))
-	} else {
-		e, err = perf.OpenSQLite(ctx, tb.TempDir())
+	if dialect == perf.Postgres {
+		return perf.Database{Dialect: perf.Postgres, DSN: jobstest.PostgresDSN(tb)}
 	}
+	return perf.Database{Dialect: perf.SQLite, DSN: filepath.Join(tb.TempDir(), "bench.db"), Synchronous: sync}
+}
+
+func openLibrary(tb testing.TB, dialect, sync string) *perf.Library {
+	tb.Helper()
+	l, err := perf.OpenLibrary(context.Background(), newDatabase(tb, dialect, sync))
 	if err != nil {
 		tb.Fatalf("open %s: %v", dialect, err)
 	}
-	tb.Cleanup(func() { e.Close() })
-	return e
+	tb.Cleanup(func() { l.Close() })
+	return l
+}
+
+func openBaseline(tb testing.TB, dialect, sync string, style perf.CompleteStyle) *perf.Baseline {
+	tb.Helper()
+	bl, err := perf.OpenBaseline(context.Background(), newDatabase(tb, dialect, sync), style)
+	if err != nil {
+		tb.Fatalf("open %s: %v", dialect, err)
+	}
+	tb.Cleanup(func() { bl.Close() })
+	return bl
 }

@@ -14,12 +14,12 @@ import (
 func TestPostgresSubmitRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := openEnv(t, "postgres")
-	lib := perf.NewLibrary(e)
+	lib := openLibrary(t, perf.Postgres, "")
 	const owner, n = "rt", 40
 	// Warm up: the first use of a query on a connection prepares it.
 	for i := range 3 {
-		if _, _, err := lib.Submit(ctx, owner, fmt.Sprintf("warm-%d", i)); err != nil {
+		key := fmt.Sprintf("warm-%d", i)
+		if _, _, err := lib.Submit(ctx, owner, key, perf.ParamsFor(key)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -32,9 +32,10 @@ func TestPostgresSubmitRoundTrips(t *testing.T) {
 		{"replay", func(i int) string { return fmt.Sprintf("new-%d", i%5) }, false},
 	}
 	for _, tt := range tests {
-		before := e.RoundTrips()
+		before := lib.RoundTrips()
 		for i := range n {
-			_, created, err := lib.Submit(ctx, owner, tt.key(i))
+			key := tt.key(i)
+			_, created, err := lib.Submit(ctx, owner, key, perf.ParamsFor(key))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,7 +45,7 @@ func TestPostgresSubmitRoundTrips(t *testing.T) {
 		}
 		// database/sql may ping a connection that was idle for over a
 		// second before reusing it: allow one.
-		if got := e.RoundTrips() - before; got > n+1 {
+		if got := lib.RoundTrips() - before; got > n+1 {
 			t.Errorf("%s: %d round trips for %d submits, want %d", tt.name, got, n, n)
 		}
 	}

@@ -5,8 +5,11 @@ package peer
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"net"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -21,10 +24,9 @@ import (
 // chargeArgs is the benchmark intent as River job arguments. With
 // UniqueOpts.ByArgs, all of it (owner, key and params) makes the unique key.
 type chargeArgs struct {
-	Owner    string `json:"owner"`
-	Key      string `json:"key"`
-	Amount   int    `json:"amount"`
-	Currency string `json:"currency"`
+	Owner  string          `json:"owner"`
+	Key    string          `json:"key"`
+	Params json.RawMessage `json:"params"`
 }
 
 func (chargeArgs) Kind() string { return "charge" }
@@ -34,48 +36,67 @@ type River[TTx any] struct {
 	client *river.Client[TTx]
 	count  func(ctx context.Context, owner string) (int, error)
 	close  func()
+	trips  *atomic.Int64 // PostgreSQL only
 }
 
 // Name implements perf.Contender.
 func (r *River[TTx]) Name() string { return "river" }
 
+// Runs implements perf.Contender: River runs the Submit workloads on tables
+// of its own, which it does not let the workloads prefill, and has no
+// racing attempts to complete.
+func (r *River[TTx]) Runs(w perf.Workload) bool { return !w.NeedsTables() }
+
 var uniqueByArgs = &river.InsertOpts{UniqueOpts: river.UniqueOpts{ByArgs: true}}
 
 // Submit implements perf.Contender.
-func (r *River[TTx]) Submit(ctx context.Context, owner, key string) (string, bool, error) {
-	res, err := r.client.Insert(ctx, chargeArgs{Owner: owner, Key: key, Amount: 1200, Currency: "eur"}, uniqueByArgs)
+func (r *River[TTx]) Submit(ctx context.Context, owner, key string, params json.RawMessage) (string, bool, error) {
+	res, err := r.client.Insert(ctx, chargeArgs{Owner: owner, Key: key, Params: params}, uniqueByArgs)
 	if err != nil {
 		return "", false, err
 	}
 	return strconv.FormatInt(res.Job.ID, 10), !res.UniqueSkippedAsDuplicate, nil
 }
 
-// CountJobs implements perf.JobCounter.
+// CountJobs implements perf.Contender.
 func (r *River[TTx]) CountJobs(ctx context.Context, owner string) (int, error) {
 	return r.count(ctx, owner)
 }
 
-// Close releases the peer's connections.
-func (r *River[TTx]) Close() { r.close() }
-
-// Closer is a contender with connections of its own.
-type Closer interface {
-	perf.Contender
-	Close()
+// RoundTrips implements perf.Contender.
+func (r *River[TTx]) RoundTrips() int64 {
+	if r.trips == nil {
+		return 0
+	}
+	return r.trips.Load()
 }
 
-// OpenRiver returns River on the environment's database: through
-// riverpgxv5 and a pgx pool of its own on PostgreSQL (in the same schema),
-// through riversqlite on SQLite (the same file, one connection with the
-// library's settings, as River's documentation advises). It applies River's
-// migrations.
-func OpenRiver(ctx context.Context, e *perf.Env) (Closer, error) {
-	if e.Dialect == "postgres" {
-		cfg, err := pgxpool.ParseConfig(e.DSN)
+// Close implements perf.Contender.
+func (r *River[TTx]) Close() error {
+	r.close()
+	return nil
+}
+
+// OpenRiver returns River on a database of its own: through riverpgxv5 and
+// a pgx pool on PostgreSQL, whose round trips it counts; through riversqlite
+// on SQLite, over one connection with the settings every contender uses, as
+// River's documentation advises. It applies River's migrations.
+func OpenRiver(ctx context.Context, db perf.Database) (perf.Contender, error) {
+	if db.Dialect == perf.Postgres {
+		cfg, err := pgxpool.ParseConfig(db.DSN)
 		if err != nil {
 			return nil, err
 		}
 		cfg.MaxConns = perf.MaxPostgresConns
+		trips := new(atomic.Int64)
+		dial := cfg.ConnConfig.DialFunc
+		cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &perf.CountingConn{Conn: c, N: trips}, nil
+		}
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, err
@@ -86,22 +107,29 @@ func OpenRiver(ctx context.Context, e *perf.Env) (Closer, error) {
 		}, pool.Close)
 		if err != nil {
 			pool.Close()
+			return nil, err
 		}
-		return r, err
+		r.trips = trips
+		return r, nil
 	}
-	db, err := sql.Open("sqlite3", e.DSN+"?"+perf.SQLiteParams)
+	sdb, err := sql.Open("sqlite3", db.DSN+"?"+perf.SQLiteParams(db.Synchronous))
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(1)
-	r, err := newRiver(ctx, riversqlite.New(db), func(ctx context.Context, owner string) (n int, err error) {
-		err = db.QueryRowContext(ctx, `SELECT count(*) FROM river_job WHERE json_extract(args, '$.owner') = ?`, owner).Scan(&n)
-		return n, err
-	}, func() { db.Close() })
-	if err != nil {
-		db.Close()
+	sdb.SetMaxOpenConns(1)
+	if err := perf.CheckSynchronous(ctx, sdb, db.Synchronous); err != nil {
+		sdb.Close()
+		return nil, err
 	}
-	return r, err
+	r, err := newRiver(ctx, riversqlite.New(sdb), func(ctx context.Context, owner string) (n int, err error) {
+		err = sdb.QueryRowContext(ctx, `SELECT count(*) FROM river_job WHERE json_extract(args, '$.owner') = ?`, owner).Scan(&n)
+		return n, err
+	}, func() { sdb.Close() })
+	if err != nil {
+		sdb.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 func newRiver[TTx any](ctx context.Context, d riverdriver.Driver[TTx], count func(context.Context, string) (int, error), closeFn func()) (*River[TTx], error) {

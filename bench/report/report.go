@@ -13,7 +13,9 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for schema setup
@@ -29,8 +31,11 @@ type Config struct {
 	MinOps      int           // at least this many operations per trial
 	MaxOps      int           // at most this many operations per trial
 	PostgresDSN string        // empty: skip PostgreSQL
-	SQLite      bool          // run on SQLite
-	River       bool          // include River as a peer
+	// Synchronous lists the SQLite synchronous settings to measure at,
+	// each as a database of its own in the report; empty: skip SQLite.
+	Synchronous []string
+	River       bool // include River as a peer for the Submit workloads
+	TxBaseline  bool // include the four-statement Complete as a second baseline
 	Workloads   []perf.Workload
 	Log         io.Writer
 }
@@ -38,14 +43,15 @@ type Config struct {
 // DefaultConfig is what the report command runs.
 func DefaultConfig() Config {
 	return Config{
-		Runs:      5,
-		TrialTime: 400 * time.Millisecond,
-		MinOps:    200,
-		MaxOps:    20_000,
-		SQLite:    true,
-		River:     true,
-		Workloads: perf.Suite(),
-		Log:       os.Stderr,
+		Runs:        5,
+		TrialTime:   400 * time.Millisecond,
+		MinOps:      200,
+		MaxOps:      20_000,
+		Synchronous: []string{"FULL", "NORMAL"},
+		River:       true,
+		TxBaseline:  true,
+		Workloads:   perf.Suite(),
+		Log:         os.Stderr,
 	}
 }
 
@@ -63,10 +69,33 @@ type Sample struct {
 
 // Cell is one contender on one workload on one database, over all runs.
 type Cell struct {
-	Dialect   string
+	DB        DB
 	Workload  perf.Workload
 	Contender string
 	Samples   []Sample
+}
+
+// DB is one database the suite runs on: PostgreSQL, or SQLite at one
+// synchronous setting.
+type DB struct {
+	Dialect     string
+	Synchronous string // SQLite
+}
+
+// ID names the database in logs: "postgres", "sqlite-full", "sqlite-normal".
+func (d DB) ID() string {
+	if d.Dialect == perf.SQLite {
+		return "sqlite-" + strings.ToLower(d.Synchronous)
+	}
+	return d.Dialect
+}
+
+// Title names the database for people.
+func (d DB) Title() string {
+	if d.Dialect == perf.SQLite {
+		return "SQLite, synchronous=" + d.Synchronous
+	}
+	return "PostgreSQL"
 }
 
 // Report is the outcome of Run.
@@ -75,6 +104,7 @@ type Report struct {
 	Started  time.Time
 	Duration time.Duration
 	Machine  Machine
+	DBs      []DB
 	Cells    []*Cell
 }
 
@@ -86,6 +116,7 @@ type Machine struct {
 	OS         string
 	Databases  []string
 	LoadBefore string
+	LoadDuring Summary // the 1-minute load average, sampled while the suite ran
 	LoadAfter  string
 }
 
@@ -103,102 +134,131 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	var dialects []string
-	if cfg.SQLite {
-		dialects = append(dialects, "sqlite")
+	for _, s := range cfg.Synchronous {
+		rep.DBs = append(rep.DBs, DB{Dialect: perf.SQLite, Synchronous: strings.ToUpper(s)})
 	}
 	if cfg.PostgresDSN != "" {
-		dialects = append(dialects, "postgres")
+		rep.DBs = append(rep.DBs, DB{Dialect: perf.Postgres})
 	}
-	for _, d := range dialects {
-		if err := runDialect(ctx, cfg, rep, d, dir); err != nil {
-			return nil, fmt.Errorf("%s: %w", d, err)
+	load := sampleLoad(10 * time.Second)
+	for _, db := range rep.DBs {
+		if err := runDB(ctx, cfg, rep, db, dir); err != nil {
+			load.stop()
+			return nil, fmt.Errorf("%s: %w", db.ID(), err)
 		}
 	}
+	rep.Machine.LoadDuring = summarize(load.stop())
 	rep.Machine.LoadAfter = loadavg()
 	rep.Duration = time.Since(rep.Started)
 	return rep, nil
 }
 
-// setup is one database with its contenders.
+// setup is a set of contenders, each in a database of its own.
 type setup struct {
-	env         *perf.Env
-	contenders  []perf.Contender
-	closeRiver  func()
-	dropSchema  func()
-	stored      int // for SubmitStored workloads: the size it was filled to
-	description string
+	contenders []perf.Contender
+	cleanups   []func()
 }
 
 func (s *setup) close() {
-	if s.closeRiver != nil {
-		s.closeRiver()
-	}
-	s.env.Close()
-	if s.dropSchema != nil {
-		s.dropSchema()
+	for _, c := range slices.Backward(s.cleanups) {
+		c()
 	}
 }
 
-func openSetup(ctx context.Context, cfg Config, dialect, dir string, river bool) (*setup, error) {
-	s := &setup{}
-	var err error
-	if dialect == "postgres" {
+// database returns a database of its own for one contender: a new
+// PostgreSQL schema, dropped when s closes, or the SQLite file at
+// dir/name.db.
+func (s *setup) database(ctx context.Context, cfg Config, db DB, dir, name string) (perf.Database, error) {
+	if db.Dialect == perf.Postgres {
 		dsn, drop, err := newSchema(ctx, cfg.PostgresDSN)
 		if err != nil {
-			return nil, err
+			return perf.Database{}, err
 		}
-		s.dropSchema = drop
-		if s.env, err = perf.OpenPostgres(ctx, dsn); err != nil {
-			drop()
-			return nil, err
-		}
-	} else {
-		sub, err := os.MkdirTemp(dir, "sqlite-")
-		if err != nil {
-			return nil, err
-		}
-		if s.env, err = perf.OpenSQLite(ctx, sub); err != nil {
-			return nil, err
-		}
+		s.cleanups = append(s.cleanups, drop)
+		return perf.Database{Dialect: perf.Postgres, DSN: dsn}, nil
 	}
-	s.contenders = []perf.Contender{perf.NewBaseline(s.env), perf.NewLibrary(s.env)}
-	if river {
-		r, err := peer.OpenRiver(ctx, s.env)
-		if err != nil {
-			s.close()
-			return nil, fmt.Errorf("river: %w", err)
-		}
-		s.closeRiver = r.Close
-		s.contenders = append(s.contenders, r)
-	}
-	return s, err
+	return perf.Database{Dialect: perf.SQLite, DSN: filepath.Join(dir, name+".db"), Synchronous: db.Synchronous}, nil
 }
 
-func runDialect(ctx context.Context, cfg Config, rep *Report, dialect, dir string) error {
-	// One database for the workloads that do not care how much is stored,
-	// and one per stored size, filled once.
-	main, err := openSetup(ctx, cfg, dialect, dir, cfg.River)
+// open adds the contender that open opens on a database of its own.
+func (s *setup) open(ctx context.Context, cfg Config, db DB, dir, name string, open func(context.Context, perf.Database) (perf.Contender, error)) error {
+	d, err := s.database(ctx, cfg, db, dir, name)
+	if err != nil {
+		return err
+	}
+	c, err := open(ctx, d)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	s.contenders = append(s.contenders, c)
+	s.cleanups = append(s.cleanups, func() { c.Close() })
+	return nil
+}
+
+func openLibrary(ctx context.Context, d perf.Database) (perf.Contender, error) {
+	return perf.OpenLibrary(ctx, d)
+}
+
+func openBaseline(style perf.CompleteStyle) func(context.Context, perf.Database) (perf.Contender, error) {
+	return func(ctx context.Context, d perf.Database) (perf.Contender, error) {
+		return perf.OpenBaseline(ctx, d, style)
+	}
+}
+
+// openSetup opens the baseline first (it calibrates), then the library,
+// then the optional contenders, each in a database of its own whose SQLite
+// file is named prefix-contender.
+func openSetup(ctx context.Context, cfg Config, db DB, dir, prefix string, all bool) (*setup, error) {
+	s := &setup{}
+	opens := []struct {
+		name string
+		open func(context.Context, perf.Database) (perf.Contender, error)
+		want bool
+	}{
+		{"sql", openBaseline(perf.CompleteInOneStatement), true},
+		{"jobs", openLibrary, true},
+		{"river", peer.OpenRiver, all && cfg.River},
+		{"sql-tx", openBaseline(perf.CompleteInTransaction), all && cfg.TxBaseline},
+	}
+	for _, o := range opens {
+		if !o.want {
+			continue
+		}
+		if err := s.open(ctx, cfg, db, dir, prefix+"-"+o.name, o.open); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func runDB(ctx context.Context, cfg Config, rep *Report, db DB, dir string) error {
+	// One setup for the workloads that do not care how much is stored, and
+	// one per stored size, filled once. SQLite's stored files are shared
+	// by the synchronous settings, which are a connection's, not a file's.
+	main, err := openSetup(ctx, cfg, db, dir, db.ID(), true)
 	if err != nil {
 		return err
 	}
 	defer main.close()
-	rep.Machine.Databases = append(rep.Machine.Databases, main.env.Version(ctx))
+	rep.Machine.Databases = appendNew(rep.Machine.Databases, main.contenders[0].(perf.Lifecycle).Tables().Version(ctx))
 	setups := map[int]*setup{}
 	for _, w := range cfg.Workloads {
 		if w.Kind != perf.SubmitStored || setups[w.Stored] != nil {
 			continue
 		}
-		s, err := openSetup(ctx, cfg, dialect, dir, false)
+		s, err := openSetup(ctx, cfg, db, dir, "stored-"+strconv.Itoa(w.Stored), false)
 		if err != nil {
 			return err
 		}
 		defer s.close()
-		start := time.Now()
-		if err := s.env.FillTo(ctx, w.Stored); err != nil {
-			return err
+		for _, c := range s.contenders {
+			start := time.Now()
+			if err := c.(perf.Lifecycle).Tables().FillTo(ctx, w.Stored); err != nil {
+				return fmt.Errorf("%s: prefill: %w", c.Name(), err)
+			}
+			cfg.logf("%s: %s: %d jobs stored in %v", db.ID(), c.Name(), w.Stored, time.Since(start).Round(time.Millisecond))
 		}
-		cfg.logf("%s: prefilled %d jobs in %v", dialect, w.Stored, time.Since(start).Round(time.Millisecond))
 		setups[w.Stored] = s
 	}
 	setupFor := func(w perf.Workload) *setup {
@@ -215,36 +275,31 @@ func runDialect(ctx context.Context, cfg Config, rep *Report, dialect, dir strin
 	for _, w := range cfg.Workloads {
 		s := setupFor(w)
 		for _, c := range s.contenders {
-			if applicable(w, c) {
-				cells[w.Name+"/"+c.Name()] = &Cell{Dialect: dialect, Workload: w, Contender: c.Name()}
+			if c.Runs(w) {
+				cells[w.Name+"/"+c.Name()] = &Cell{DB: db, Workload: w, Contender: c.Name()}
 				// Warm up every contender: prepared statements, pools.
-				if _, err := trial(ctx, s.env, w, c, warmOps(w)); err != nil {
+				if _, err := trial(ctx, w, c, warmOps(w)); err != nil {
 					return err
 				}
 			}
 		}
-		r, err := trial(ctx, s.env, w, s.contenders[0], max(cfg.MinOps/2, warmOps(w)))
+		r, err := trial(ctx, w, s.contenders[0], max(cfg.MinOps/2, warmOps(w)))
 		if err != nil {
 			return err
 		}
 		n := int(r.OpsPerSec() * cfg.TrialTime.Seconds())
 		ops[w.Name] = min(max(n, cfg.MinOps), cfg.MaxOps)
-		cfg.logf("%s: %s: %d operations per trial", dialect, w.Name, ops[w.Name])
+		cfg.logf("%s: %s: %d operations per trial", db.ID(), w.Name, ops[w.Name])
 	}
 
 	for run := range cfg.Runs {
 		for _, w := range cfg.Workloads {
-			s := setupFor(w)
-			cs := s.contenders
+			cs := slices.DeleteFunc(slices.Clone(setupFor(w).contenders), func(c perf.Contender) bool { return !c.Runs(w) })
 			// Rotate the order from run to run, so that no contender always
 			// goes first (into a fresher WAL, a cooler cache).
 			k := run % len(cs)
-			order := append(slices.Clone(cs[k:]), cs[:k]...)
-			for _, c := range order {
-				if !applicable(w, c) {
-					continue
-				}
-				r, err := trial(ctx, s.env, w, c, ops[w.Name])
+			for _, c := range slices.Concat(cs[k:], cs[:k]) {
+				r, err := trial(ctx, w, c, ops[w.Name])
 				if err != nil {
 					return err
 				}
@@ -255,11 +310,11 @@ func runDialect(ctx context.Context, cfg Config, rep *Report, dialect, dir strin
 					Violations: r.Violations, Busy: r.Busy, Problems: r.Problems,
 				})
 				if r.Violations > 0 {
-					cfg.logf("%s: %s/%s: %d violations: %v", dialect, w.Name, c.Name(), r.Violations, r.Problems)
+					cfg.logf("%s: %s/%s: %d violations: %v", db.ID(), w.Name, c.Name(), r.Violations, r.Problems)
 				}
 			}
 		}
-		cfg.logf("%s: run %d of %d done", dialect, run+1, cfg.Runs)
+		cfg.logf("%s: run %d of %d done (load %s)", db.ID(), run+1, cfg.Runs, loadavg())
 	}
 	for _, w := range cfg.Workloads {
 		for _, c := range setupFor(w).contenders {
@@ -271,17 +326,11 @@ func runDialect(ctx context.Context, cfg Config, rep *Report, dialect, dir strin
 	return nil
 }
 
-// applicable reports whether c can run w: River has no attempts, and its
-// stored-size latency is not measured (its table is not prefilled).
-func applicable(w perf.Workload, c perf.Contender) bool {
-	if w.NeedsLifecycle() {
-		_, ok := c.(perf.Lifecycle)
-		return ok
+func appendNew(ss []string, s string) []string {
+	if slices.Contains(ss, s) {
+		return ss
 	}
-	if w.Kind == perf.SubmitStored {
-		return c.Name() != "river"
-	}
-	return true
+	return append(ss, s)
 }
 
 func warmOps(w perf.Workload) int {
@@ -291,8 +340,8 @@ func warmOps(w perf.Workload) int {
 	return 2 * max(w.Goroutines, 8)
 }
 
-func trial(ctx context.Context, e *perf.Env, w perf.Workload, c perf.Contender, n int) (*perf.Result, error) {
-	t, err := perf.Prepare(ctx, e, w, c, n)
+func trial(ctx context.Context, w perf.Workload, c perf.Contender, n int) (*perf.Result, error) {
+	t, err := perf.Prepare(ctx, w, c, n)
 	if err != nil {
 		return nil, fmt.Errorf("%s/%s: %w", w.Name, c.Name(), err)
 	}
@@ -356,6 +405,46 @@ func loadavg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// loadSampler reads the 1-minute load average at intervals.
+type loadSampler struct {
+	done    chan struct{}
+	wg      sync.WaitGroup
+	samples []float64
+}
+
+func sampleLoad(every time.Duration) *loadSampler {
+	s := &loadSampler{done: make(chan struct{})}
+	read := func() {
+		if f := strings.Fields(loadavg()); len(f) > 0 {
+			if v, err := strconv.ParseFloat(f[0], 64); err == nil {
+				s.samples = append(s.samples, v)
+			}
+		}
+	}
+	read()
+	s.wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				read()
+			case <-s.done:
+				read()
+				return
+			}
+		}
+	})
+	return s
+}
+
+// stop ends the sampling and returns the samples.
+func (s *loadSampler) stop() []float64 {
+	close(s.done)
+	s.wg.Wait()
+	return s.samples
 }
 
 // WriteFiles writes REPORT.md and ratios.svg into dir.

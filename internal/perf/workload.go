@@ -2,11 +2,13 @@ package perf
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,7 +27,7 @@ const (
 	Replay                   // Submit keys that exist (all duplicates)
 	StartRunning             // StartAttempt + MarkRunning on pending jobs
 	Complete                 // two running attempts per job Complete at once
-	SubmitStored             // Submit with a new key, one goroutine, Stored jobs already in the table
+	SubmitStored             // Submit with a new key for one of StoredOwners owners, Stored jobs already in the table
 )
 
 // StormCallers is how many goroutines submit each key of a Storm at once.
@@ -58,6 +60,11 @@ func Suite() []Workload {
 // NeedsLifecycle reports whether the workload runs attempts, which only a
 // Lifecycle contender can.
 func (w Workload) NeedsLifecycle() bool { return w.Kind == StartRunning || w.Kind == Complete }
+
+// NeedsTables reports whether the workload prefills or reads back the
+// contender's jobs and attempts tables, which only a Lifecycle contender
+// has.
+func (w Workload) NeedsTables() bool { return w.NeedsLifecycle() || w.Kind == SubmitStored }
 
 // Result is what one run of a workload measured.
 type Result struct {
@@ -128,19 +135,23 @@ func isBusy(err error) bool {
 
 // Trial is a workload prepared for one contender with its data in place.
 type Trial struct {
-	W     Workload
-	C     Contender
-	env   *Env
-	n     int
-	owner string
-	keys  []string
-	ids   []string    // Replay: the keys' job IDs; StartRunning: pending jobs
-	pairs [][2]string // Complete: racing attempts per job
-	res   *Result
+	W      Workload
+	C      Contender
+	n      int
+	owner  string   // the owner of every request, except in SubmitStored
+	owners []string // SubmitStored: the owner of each request
+	keys   []string
+	params []json.RawMessage // per key
+	ids    []string          // Replay: the keys' job IDs; StartRunning: pending jobs
+	pairs  [][2]string       // Complete: racing attempts per job
+	stored int               // SubmitStored: jobs stored before the run
+	res    *Result
 
 	mu      sync.Mutex
-	perCall [][]callResult // Storm: per round
-	winners []atomic.Int32 // Complete: per job
+	got     []string             // SubmitNew, SubmitStored: the ID each request returned
+	perCall [][]callResult       // Storm: per round
+	results [][2]json.RawMessage // Complete: what each attempt offers
+	winners []atomic.Int32       // Complete: per job
 }
 
 type callResult struct {
@@ -149,66 +160,80 @@ type callResult struct {
 	err     error
 }
 
-// Prepare sets up a trial of about n operations of w for c on e: new keys,
-// existing keys, pending jobs or racing attempts, written with set-based SQL
-// where there are many. Nothing of it is timed.
-func Prepare(ctx context.Context, e *Env, w Workload, c Contender, n int) (*Trial, error) {
+// Prepare sets up a trial of about n operations of w for c: new keys and
+// their parameters, existing keys, pending jobs or racing attempts, written
+// with set-based SQL where there are many. A SubmitStored workload needs
+// c's tables filled to w.Stored first (Tables.FillTo), once: filling and
+// settling a million jobs is not a trial's work. Nothing of it is timed.
+func Prepare(ctx context.Context, w Workload, c Contender, n int) (*Trial, error) {
+	if !c.Runs(w) {
+		return nil, fmt.Errorf("%s does not run %s", c.Name(), w.Name)
+	}
+	var lc Lifecycle
+	if w.NeedsTables() {
+		var ok bool
+		if lc, ok = c.(Lifecycle); !ok {
+			return nil, fmt.Errorf("%s cannot run %s", c.Name(), w.Name)
+		}
+	}
 	n = max(n, 1)
-	t := &Trial{W: w, C: c, env: e, n: n, owner: c.Name() + "-" + randomHex(6)}
+	t := &Trial{W: w, C: c, n: n, owner: c.Name() + "-" + randomHex(6)}
+	var err error
 	switch w.Kind {
 	case SubmitStored:
-		if err := e.FillTo(ctx, w.Stored); err != nil {
+		if t.stored, err = lc.Tables().Count(ctx); err != nil {
 			return nil, err
 		}
-		t.keys = keys(t.owner, n)
+		if t.stored < w.Stored {
+			return nil, fmt.Errorf("%s: %d jobs stored, want %d: fill the tables first", w.Name, t.stored, w.Stored)
+		}
+		t.newKeys(n)
+		t.owners = make([]string, n)
+		for i := range t.owners {
+			t.owners[i] = StoredOwner(rand.IntN(StoredOwners))
+		}
+		t.got = make([]string, n)
 	case SubmitNew:
-		t.keys = keys(t.owner, n)
+		t.newKeys(n)
+		t.got = make([]string, n)
 	case Storm:
 		t.n = max(1, n/StormCallers) * StormCallers
-		t.keys = keys(t.owner, t.n/StormCallers)
+		t.newKeys(t.n / StormCallers)
 	case Replay:
-		t.keys = keys(t.owner, min(n, 1000))
+		t.newKeys(min(n, 1000))
 		t.ids = make([]string, len(t.keys))
 		for i, k := range t.keys {
-			id, _, err := c.Submit(ctx, t.owner, k)
-			if err != nil {
+			if t.ids[i], _, err = c.Submit(ctx, t.owner, k, t.params[i]); err != nil {
 				return nil, fmt.Errorf("prepare replay: %w", err)
 			}
-			t.ids[i] = id
 		}
 	case StartRunning:
-		if _, err := e.Fill(ctx, t.owner, n, "pending"); err != nil {
+		if t.ids, err = lc.Tables().FillPending(ctx, t.owner, n); err != nil {
 			return nil, err
 		}
-		ids, err := e.jobIDs(ctx, t.owner)
-		if err != nil {
-			return nil, err
-		}
-		t.ids = ids
 	case Complete:
 		jobsN := max(1, n/2)
 		t.n = 2 * jobsN
-		pairs, err := e.FillRaces(ctx, t.owner, jobsN)
-		if err != nil {
+		if t.pairs, err = lc.Tables().FillRaces(ctx, t.owner, jobsN); err != nil {
 			return nil, err
 		}
-		t.pairs = pairs
-		t.winners = make([]atomic.Int32, jobsN)
-	}
-	if w.NeedsLifecycle() {
-		if _, ok := c.(Lifecycle); !ok {
-			return nil, fmt.Errorf("%s cannot run %s", c.Name(), w.Name)
+		t.results = make([][2]json.RawMessage, len(t.pairs))
+		for j, p := range t.pairs {
+			t.results[j] = [2]json.RawMessage{ResultFor(p[0]), ResultFor(p[1])}
 		}
+		t.winners = make([]atomic.Int32, len(t.pairs))
 	}
 	return t, nil
 }
 
-func keys(owner string, n int) []string {
-	out := make([]string, n)
-	for i := range out {
-		out[i] = owner + "-k" + strconv.Itoa(i)
+// newKeys makes n random keys and their parameters.
+func (t *Trial) newKeys(n int) {
+	t.keys = make([]string, n)
+	t.params = make([]json.RawMessage, n)
+	for i := range t.keys {
+		t.keys[i] = NewKey()
+		t.params[i] = ParamsFor(t.keys[i])
 	}
-	return out
 }
 
 // Run performs the trial's operations and measures them. Call it once.
@@ -218,12 +243,17 @@ func (t *Trial) Run(ctx context.Context) *Result {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	mallocs := ms.Mallocs
-	trips := t.env.RoundTrips()
+	trips := t.C.RoundTrips()
 	start := time.Now()
 	switch t.W.Kind {
 	case SubmitNew, SubmitStored:
-		t.parallel(func(i int) error {
-			_, created, err := t.C.Submit(ctx, t.owner, t.keys[i])
+		t.parallel(func(i int) (err error) {
+			owner := t.owner
+			if t.owners != nil {
+				owner = t.owners[i]
+			}
+			var created bool
+			t.got[i], created, err = t.C.Submit(ctx, owner, t.keys[i], t.params[i])
 			if err == nil && !created {
 				err = errors.New("new key reported as existing")
 			}
@@ -232,7 +262,7 @@ func (t *Trial) Run(ctx context.Context) *Result {
 	case Replay:
 		t.parallel(func(i int) error {
 			k := i % len(t.keys)
-			id, created, err := t.C.Submit(ctx, t.owner, t.keys[k])
+			id, created, err := t.C.Submit(ctx, t.owner, t.keys[k], t.params[k])
 			if err == nil && (created || id != t.ids[k]) {
 				err = fmt.Errorf("replay of %s: created=%v id=%s, want %s", t.keys[k], created, id, t.ids[k])
 			}
@@ -250,7 +280,7 @@ func (t *Trial) Run(ctx context.Context) *Result {
 		t.race(ctx)
 	}
 	r.Elapsed = time.Since(start)
-	r.RoundTrips = t.env.RoundTrips() - trips
+	r.RoundTrips = t.C.RoundTrips() - trips
 	runtime.ReadMemStats(&ms)
 	r.Mallocs = ms.Mallocs - mallocs
 	return r
@@ -289,6 +319,7 @@ func (t *Trial) fail(err error, format string, args ...any) {
 func (t *Trial) storm(ctx context.Context) {
 	t.perCall = make([][]callResult, len(t.keys))
 	for round, key := range t.keys {
+		params := t.params[round]
 		calls := make([]callResult, StormCallers)
 		release := make(chan struct{})
 		var wg sync.WaitGroup
@@ -296,7 +327,7 @@ func (t *Trial) storm(ctx context.Context) {
 			wg.Go(func() {
 				<-release
 				t0 := time.Now()
-				id, created, err := t.C.Submit(ctx, t.owner, key)
+				id, created, err := t.C.Submit(ctx, t.owner, key, params)
 				t.res.Latencies[round*StormCallers+g] = time.Since(t0)
 				calls[g] = callResult{id, created, err}
 			})
@@ -315,7 +346,7 @@ func (t *Trial) race(ctx context.Context) {
 	var wg sync.WaitGroup
 	complete := func(j, side int) {
 		t0 := time.Now()
-		won, err := lc.Complete(ctx, t.pairs[j][side])
+		won, err := lc.Complete(ctx, t.pairs[j][side], t.results[j][side])
 		t.res.Latencies[2*j+side] = time.Since(t0)
 		if err != nil {
 			t.fail(err, "complete %s", t.pairs[j][side])
@@ -342,9 +373,10 @@ func (t *Trial) race(ctx context.Context) {
 }
 
 // Check verifies what the run wrote and adds what it finds to the result's
-// violations: one job per storm key and every caller the same ID; exactly one
-// winner per raced job, in memory and in the database; every started attempt
-// running. It sorts the latencies. Nothing of it is timed.
+// violations: every new key one new job; one job per storm key and every
+// caller the same ID; exactly one winner per raced job, in memory and in the
+// tables, which keep the winner's result and no other; every started
+// attempt running. It sorts the latencies. Nothing of it is timed.
 func (t *Trial) Check(ctx context.Context) *Result {
 	r := t.res
 	slices.Sort(r.Latencies)
@@ -370,54 +402,93 @@ func (t *Trial) Check(ctx context.Context) *Result {
 		}
 		t.expectJobs(ctx, r, len(t.keys))
 	case Complete:
-		for j := range t.winners {
-			if w := t.winners[j].Load(); w != 1 {
-				r.violation(nil, "job of %s: %d winners, want 1", t.pairs[j][0], w)
-			}
-		}
-		t.expectCount(ctx, r, `SELECT count(*) FROM jobs WHERE owner = $1 AND state = 'succeeded'
-            AND completed_by IS NOT NULL AND version = 2`, len(t.pairs), "succeeded jobs")
-		t.expectCount(ctx, r, `SELECT count(*) FROM job_attempts a JOIN jobs j ON j.id = a.job_id
-            WHERE j.owner = $1 AND a.state = 'succeeded' AND a.id = j.completed_by`, len(t.pairs), "winning attempts")
-		t.expectCount(ctx, r, `SELECT count(*) FROM job_attempts a JOIN jobs j ON j.id = a.job_id
-            WHERE j.owner = $1 AND a.state = 'lost'`, len(t.pairs), "losing attempts")
+		t.checkRaces(ctx, r)
 	case StartRunning:
-		t.expectCount(ctx, r, `SELECT count(*) FROM job_attempts a JOIN jobs j ON j.id = a.job_id
-            WHERE j.owner = $1 AND a.state = 'running' AND j.state = 'running'`, t.n, "running attempts")
-	case SubmitNew, SubmitStored:
+		states, err := t.C.(Lifecycle).Tables().AttemptStates(ctx, t.owner)
+		if err != nil {
+			r.violation(err, "count attempts")
+		} else if states["running"] != t.n || len(states) != 1 {
+			r.violation(nil, "attempts by state %v, want %d running", states, t.n)
+		}
+	case SubmitNew:
+		t.expectDistinct(r)
 		t.expectJobs(ctx, r, t.n)
+	case SubmitStored:
+		t.expectDistinct(r)
+		got, err := t.C.(Lifecycle).Tables().Count(ctx)
+		if err != nil {
+			r.violation(err, "count jobs")
+		} else if got != t.stored+t.n {
+			r.violation(nil, "%d jobs stored after %d new keys, want %d", got, t.n, t.stored+t.n)
+		}
 	}
 	return r
 }
 
-// JobCounter is implemented by contenders that keep their jobs somewhere
-// other than the jobs table (a peer's own table).
-type JobCounter interface {
-	CountJobs(ctx context.Context, owner string) (int, error)
-}
-
-// expectJobs checks that owner has exactly want jobs.
-func (t *Trial) expectJobs(ctx context.Context, r *Result, want int) {
-	jc, ok := t.C.(JobCounter)
-	if !ok {
-		t.expectCount(ctx, r, `SELECT count(*) FROM jobs WHERE owner = $1`, want, "jobs")
+// checkRaces checks that every raced job has one winner, in memory and in
+// the tables, and keeps that winner's result; and that its other attempt
+// lost.
+func (t *Trial) checkRaces(ctx context.Context, r *Result) {
+	for j := range t.winners {
+		if w := t.winners[j].Load(); w != 1 {
+			r.violation(nil, "job of %s: %d winners, want 1", t.pairs[j][0], w)
+		}
+	}
+	tables := t.C.(Lifecycle).Tables()
+	outcomes, err := tables.Outcomes(ctx, t.owner)
+	if err != nil {
+		r.violation(err, "read jobs")
 		return
 	}
-	got, err := jc.CountJobs(ctx, t.owner)
+	if len(outcomes) != len(t.pairs) {
+		r.violation(nil, "%d raced jobs stored, want %d", len(outcomes), len(t.pairs))
+		return
+	}
+	for j, o := range outcomes {
+		side := slices.Index(t.pairs[j][:], o.CompletedBy)
+		switch {
+		case o.State != "succeeded" || o.Version != 2:
+			r.violation(nil, "job %s: state %s at version %d, want succeeded at 2", o.JobID, o.State, o.Version)
+		case side < 0:
+			r.violation(nil, "job %s: completed by %q, not one of its attempts %v", o.JobID, o.CompletedBy, t.pairs[j])
+		case !sameJSON(o.Result, t.results[j][side]):
+			r.violation(nil, "job %s: stores a result that is not its winner's", o.JobID)
+		}
+	}
+	states, err := tables.AttemptStates(ctx, t.owner)
+	if err != nil {
+		r.violation(err, "count attempts")
+	} else if states["succeeded"] != len(t.pairs) || states["lost"] != len(t.pairs) || len(states) != 2 {
+		r.violation(nil, "attempts by state %v, want %d succeeded and %d lost", states, len(t.pairs), len(t.pairs))
+	}
+}
+
+// sameJSON reports whether a and b are the same JSON value.
+func sameJSON(a string, b json.RawMessage) bool {
+	var va, vb any
+	return json.Unmarshal([]byte(a), &va) == nil && json.Unmarshal(b, &vb) == nil && reflect.DeepEqual(va, vb)
+}
+
+// expectDistinct checks that no two new keys got the same job.
+func (t *Trial) expectDistinct(r *Result) {
+	seen := make(map[string]bool, len(t.got))
+	for i, id := range t.got {
+		if id == "" {
+			continue // failed, and counted as such
+		}
+		if seen[id] {
+			r.violation(nil, "key %d got job %s, which another new key got too", i, id)
+		}
+		seen[id] = true
+	}
+}
+
+// expectJobs checks that the trial's owner has exactly want jobs.
+func (t *Trial) expectJobs(ctx context.Context, r *Result, want int) {
+	got, err := t.C.CountJobs(ctx, t.owner)
 	if err != nil {
 		r.violation(err, "count jobs")
 	} else if got != want {
 		r.violation(nil, "%d jobs, want %d", got, want)
-	}
-}
-
-func (t *Trial) expectCount(ctx context.Context, r *Result, query string, want int, what string) {
-	var got int
-	if err := t.env.Reads.QueryRowContext(ctx, t.env.q(query), t.owner).Scan(&got); err != nil {
-		r.violation(err, "count %s", what)
-		return
-	}
-	if got != want {
-		r.violation(nil, "%d %s, want %d", got, what, want)
 	}
 }

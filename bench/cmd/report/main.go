@@ -1,11 +1,14 @@
 // Command report runs the benchmark suite of jobs beside hand-written SQL
-// and River, on SQLite and PostgreSQL, and writes REPORT.md and ratios.svg.
+// on a lean schema of its own, and River, on SQLite (at synchronous=FULL and
+// at NORMAL) and PostgreSQL, and writes REPORT.md and ratios.svg from that
+// one run.
 //
 //	cd bench && go run ./cmd/report
+//	cd bench && go run ./cmd/report -runs 2 -trial 200ms -out /tmp   # a short run, to check the pipeline
 //
 // PostgreSQL is found through JOBS_BENCH_POSTGRES_DSN, else
-// JOBS_TEST_POSTGRES_DSN; the suite runs in a schema of its own, dropped at
-// the end. Without either, only SQLite runs.
+// JOBS_TEST_POSTGRES_DSN; every contender runs in a schema of its own,
+// dropped at the end. Without either, only SQLite runs.
 package main
 
 import (
@@ -16,6 +19,7 @@ import (
 	"os/signal"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/intentjobs/jobs/bench/report"
@@ -29,12 +33,24 @@ func main() {
 	flag.DurationVar(&cfg.TrialTime, "trial", cfg.TrialTime, "aimed duration of one trial")
 	flag.IntVar(&cfg.MinOps, "min-ops", cfg.MinOps, "fewest operations per trial")
 	flag.IntVar(&cfg.MaxOps, "max-ops", cfg.MaxOps, "most operations per trial")
-	flag.BoolVar(&cfg.SQLite, "sqlite", cfg.SQLite, "run on SQLite")
+	sync := flag.String("sync", strings.Join(cfg.Synchronous, ","), "SQLite synchronous settings to run at, comma-separated; empty to skip SQLite")
 	flag.BoolVar(&cfg.River, "river", cfg.River, "include River")
+	flag.BoolVar(&cfg.TxBaseline, "tx-baseline", cfg.TxBaseline, "include the four-statement Complete as a second baseline")
 	only := flag.String("only", "", "run only the workloads whose names match this regular expression")
 	pg := flag.String("postgres", firstEnv("JOBS_BENCH_POSTGRES_DSN", "JOBS_TEST_POSTGRES_DSN"), "PostgreSQL DSN; empty to skip")
 	flag.Parse()
 	cfg.PostgresDSN = *pg
+	cfg.Synchronous = nil
+	for _, s := range strings.Split(*sync, ",") {
+		switch s = strings.ToUpper(strings.TrimSpace(s)); s {
+		case "":
+		case "FULL", "NORMAL":
+			cfg.Synchronous = append(cfg.Synchronous, s)
+		default:
+			fmt.Fprintf(os.Stderr, "report: -sync: %q: want FULL or NORMAL\n", s)
+			os.Exit(2)
+		}
+	}
 	if *only != "" {
 		re, err := regexp.Compile(*only)
 		if err != nil {

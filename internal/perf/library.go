@@ -1,0 +1,143 @@
+package perf
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/intentjobs/jobs"
+)
+
+// Library is the jobs Manager, on a store opened as its users open it: on
+// PostgreSQL over a pgx pool (NewPostgresStore, as OpenPostgres does), on
+// SQLite with OpenSQLite (one writer connection, a pool of readers).
+type Library struct {
+	M      *jobs.Manager
+	Store  *jobs.SQLStore
+	tables *Tables
+	trips  atomic.Int64
+	owned  []*sql.DB
+}
+
+// The library's own schema, as the workloads prefill it.
+var librarySchemas = map[string]schema{
+	Postgres: {
+		attempts:     "job_attempts",
+		jobCols:      ", fingerprint, version, attempt_count, created_at, updated_at",
+		jobVals:      ", md5(random()::text) || md5(random()::text), 1, 0, now(), now()",
+		attemptCols:  ", seq, hedge, created_at, updated_at",
+		attemptVals:  ", CASE WHEN $2 = 'a' THEN 1 ELSE 2 END, $2 = 'b', now(), now()",
+		raceJobState: "running",
+		afterRaces:   `UPDATE jobs SET attempt_count = 2 WHERE owner = $1`,
+	},
+	SQLite: {
+		attempts: "job_attempts",
+		jobCols:  ", fingerprint, version, attempt_count, created_at, updated_at",
+		jobVals: ", lower(hex(randomblob(32))), 1, 0, CAST(unixepoch('subsec') * 1000000 AS INTEGER)," +
+			" CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
+		attemptCols: ", seq, hedge, created_at, updated_at",
+		attemptVals: ", CASE WHEN $2 = 'a' THEN 1 ELSE 2 END, $2 = 'b', CAST(unixepoch('subsec') * 1000000 AS INTEGER)," +
+			" CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
+		raceJobState: "running",
+		afterRaces:   `UPDATE jobs SET attempt_count = 2 WHERE owner = $1`,
+	},
+}
+
+// OpenLibrary opens the library's store on db and applies its schema. On
+// SQLite it checks that the writer really commits with db.Synchronous.
+func OpenLibrary(ctx context.Context, db Database) (*Library, error) {
+	if err := db.validate(); err != nil {
+		return nil, err
+	}
+	l := &Library{}
+	switch db.Dialect {
+	case Postgres:
+		pool, err := openPostgres(db.DSN, &l.trips)
+		if err != nil {
+			return nil, err
+		}
+		l.owned = append(l.owned, pool)
+		if l.Store, err = jobs.NewPostgresStore(ctx, pool); err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.tables = newTables(Postgres, pool, pool, librarySchemas[Postgres])
+	case SQLite:
+		s, err := jobs.OpenSQLite(ctx, db.DSN+"?_sync="+db.Synchronous)
+		if err != nil {
+			return nil, err
+		}
+		l.Store = s
+		if err := CheckSynchronous(ctx, s.DB(), db.Synchronous); err != nil {
+			l.Close()
+			return nil, err
+		}
+		r, err := openSQLiteReader(db.DSN, db.Synchronous)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.owned = append(l.owned, r)
+		l.tables = newTables(SQLite, s.DB(), r, librarySchemas[SQLite])
+	}
+	// Lost races are logged to a discarding handler: the benchmark measures
+	// the database work, not a log sink.
+	l.M = jobs.New(l.Store, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
+	return l, nil
+}
+
+// Name implements Contender.
+func (l *Library) Name() string { return "jobs" }
+
+// Runs implements Contender: the library runs every workload.
+func (l *Library) Runs(Workload) bool { return true }
+
+// Submit implements Contender.
+func (l *Library) Submit(ctx context.Context, owner, key string, params json.RawMessage) (string, bool, error) {
+	j, created, err := l.M.Submit(ctx, jobs.SubmitRequest{Owner: owner, Key: key, Kind: "charge", Provider: "psp", Params: params})
+	return j.ID, created, err
+}
+
+// StartRunning implements Lifecycle.
+func (l *Library) StartRunning(ctx context.Context, jobID string) (string, error) {
+	a, err := l.M.StartAttempt(ctx, jobID, "")
+	if err != nil {
+		return "", err
+	}
+	if _, err := l.M.MarkRunning(ctx, a.ID, "ref-"+a.ID); err != nil {
+		return "", err
+	}
+	return a.ID, nil
+}
+
+// Complete implements Lifecycle.
+func (l *Library) Complete(ctx context.Context, attemptID string, result json.RawMessage) (bool, error) {
+	_, err := l.M.Complete(ctx, attemptID, result)
+	if errors.Is(err, jobs.ErrLostRace) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// CountJobs implements Contender.
+func (l *Library) CountJobs(ctx context.Context, owner string) (int, error) {
+	return l.tables.CountJobs(ctx, owner)
+}
+
+// Tables implements Lifecycle.
+func (l *Library) Tables() *Tables { return l.tables }
+
+// RoundTrips implements Contender.
+func (l *Library) RoundTrips() int64 { return l.trips.Load() }
+
+// Close implements Contender.
+func (l *Library) Close() error {
+	var err error
+	if l.Store != nil {
+		err = l.Store.Close()
+	}
+	return errors.Join(err, closeAll(l.owned...))
+}
