@@ -41,7 +41,10 @@ type CloseNotifier interface {
 // database as soon as the job closes, through one listening connection per
 // store (outside its pool) shared by all waiters; it still polls slowly in
 // case a notification is lost. Otherwise (SQLite), or when the store cannot
-// notify, it polls with a backoff from 10ms to 1s.
+// notify, it polls with a backoff from 10ms to 1s. Behind a proxy that
+// cannot carry LISTEN (PgBouncer in transaction pooling mode) the store
+// cannot notify; the Manager then logs once, at warning level, that Wait
+// polls and why (see ListenDSN).
 //
 // While the database is unavailable or busy (a failover, a restart), Wait
 // keeps waiting and reading again; it returns ErrStorage only for other
@@ -74,6 +77,10 @@ func (m *Manager) Wait(ctx context.Context, jobID string) (Job, error) {
 			wake, maxPoll = ch, waitPollMaxNotified
 		case ctx.Err() != nil:
 			return last, ctx.Err()
+		case errors.As(err, new(*deafError)):
+			m.deafWarning.Do(func() {
+				m.logger.WarnContext(ctx, "jobs: Wait polls instead of being notified", "reason", err.Error())
+			})
 		case !errors.Is(err, errors.ErrUnsupported):
 			m.logger.DebugContext(ctx, "jobs: wait: no notifications, polling", "job", jobID, "err", err)
 		}
