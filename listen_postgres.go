@@ -293,7 +293,7 @@ func (l *closeListener) listen(ctx context.Context, db *sql.DB, listening func()
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var backend uint32
-	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()", pgx.QueryExecModeSimpleProtocol).Scan(&backend); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()", pgx.QueryExecModeExec).Scan(&backend); err != nil {
 		return err
 	}
 	if _, err := conn.Exec(ctx, "LISTEN "+closedChannel); err != nil {

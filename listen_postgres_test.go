@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -125,4 +126,58 @@ func withQuery(t *testing.T, dsn, key, value string) string {
 	q.Set(key, value)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// TestNotifyClosedOnADatabaseNotInUTF8: the listening connection works on
+// a database whose encoding (and so client_encoding) is not UTF8, such as
+// one created by an initdb run without a UTF-8 locale.
+func TestNotifyClosedOnADatabaseNotInUTF8(t *testing.T) {
+	t.Parallel()
+	jobstest.PostgresDSN(t) // skips without PostgreSQL
+	base := os.Getenv(jobstest.EnvPostgresDSN)
+	ctx := context.Background()
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() }) // after the drop below
+	name := fmt.Sprintf("jobs_ascii_%d", time.Now().UnixNano())
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE `+name+` ENCODING 'SQL_ASCII' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.ExecContext(context.WithoutCancel(ctx), `DROP DATABASE `+name+` WITH (FORCE)`); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	s, err := jobs.OpenPostgres(ctx, u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var enc string
+	if err := s.DB().QueryRowContext(ctx, `SHOW client_encoding`).Scan(&enc); err != nil || enc != "SQL_ASCII" {
+		t.Fatalf("client_encoding %q (%v); want SQL_ASCII", enc, err)
+	}
+	m := jobs.New(s, jobs.Options{})
+	j := submitJob(t, m, "ascii")
+	wake, stop, err := s.NotifyClosed(ctx, j.ID)
+	if err != nil {
+		t.Fatalf("NotifyClosed with client_encoding SQL_ASCII: %v", err)
+	}
+	defer stop()
+	a := startAttempt(t, m, j.ID)
+	if _, err := m.Complete(ctx, a.ID, []byte(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(time.Minute):
+		t.Fatal("no notification a minute after the job closed")
+	}
 }
