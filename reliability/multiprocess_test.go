@@ -71,6 +71,8 @@ func runChild(role string) int {
 		hammer(ctx, jobs.New(store, jobs.Options{Hedging: true}), args, out)
 	case roleKilled:
 		return killedChild(ctx, jobs.New(store, jobs.Options{}), args, out)
+	case roleFailover:
+		return failoverChild(ctx, store, args)
 	default:
 		fmt.Fprintln(os.Stderr, "child: unknown role", role)
 		return 2
