@@ -38,7 +38,8 @@ type failoverEvent struct {
 	Retries   int    `json:"retries,omitempty"` // storage errors retried before this answer
 	Class     string `json:"class,omitempty"`   // of an error; see errorClass
 	Err       string `json:"err,omitempty"`
-	At        int64  `json:"at,omitempty"` // Unix nanoseconds
+	At        int64  `json:"at,omitempty"`       // when the caller got the answer, in Unix nanoseconds
+	AckedAt   int64  `json:"acked_at,omitempty"` // unexpected: when the job or attempt concerned was acknowledged
 }
 
 // errorClass names what a caller can tell of err with the package's API:
@@ -133,8 +134,14 @@ func (c *failoverCaller) retry(ctx context.Context, op string, fn func(context.C
 	}
 }
 
-func (c *failoverCaller) unexpected(op string, err error) {
-	c.emit(failoverEvent{Type: "unexpected", Op: op, Class: errorClass(err), Err: err.Error(), At: time.Now().UnixNano()})
+// unexpected reports an answer the contract does not allow here, to a
+// call about a job or attempt acknowledged at acked (zero if none).
+func (c *failoverCaller) unexpected(op string, err error, acked time.Time) {
+	e := failoverEvent{Type: "unexpected", Op: op, Class: errorClass(err), Err: err.Error(), At: time.Now().UnixNano()}
+	if !acked.IsZero() {
+		e.AckedAt = acked.UnixNano()
+	}
+	c.emit(e)
 }
 
 // step is one user intent: submit it (on a key other callers use in the
@@ -148,10 +155,11 @@ func (c *failoverCaller) step(ctx context.Context) {
 		return err
 	})
 	if err != nil {
-		c.unexpected("submit", err)
+		c.unexpected("submit", err, time.Time{})
 		return
 	}
-	c.emit(failoverEvent{Type: "submitted", Key: key, JobID: j.ID, Retries: n})
+	jobAcked := time.Now()
+	c.emit(failoverEvent{Type: "submitted", Key: key, JobID: j.ID, Retries: n, At: jobAcked.UnixNano()})
 	if j.State.Terminal() {
 		return
 	}
@@ -163,20 +171,21 @@ func (c *failoverCaller) step(ctx context.Context) {
 	switch {
 	case errors.Is(err, jobs.ErrAttemptInFlight):
 		if c.rng.IntN(4) == 0 {
-			c.wait(ctx, j.ID)
+			c.wait(ctx, j.ID, jobAcked)
 		}
 		return
 	case errors.Is(err, jobs.ErrJobClosed):
 		return
 	case err != nil:
-		c.unexpected("start attempt", err)
+		c.unexpected("start attempt", err, jobAcked)
 		return
 	}
+	attemptAcked := time.Now()
 	if _, err := c.retry(ctx, "mark running", func(ctx context.Context) error {
 		_, err := c.m.MarkRunning(ctx, a.ID, "ref-"+a.ID)
 		return err
 	}); err != nil {
-		c.unexpected("mark running", err)
+		c.unexpected("mark running", err, attemptAcked)
 		return
 	}
 	if c.rng.IntN(10) == 0 {
@@ -184,7 +193,7 @@ func (c *failoverCaller) step(ctx context.Context) {
 			_, err := c.m.Fail(ctx, a.ID, "provider said no")
 			return err
 		}); err != nil {
-			c.unexpected("fail", err)
+			c.unexpected("fail", err, attemptAcked)
 		}
 		return
 	}
@@ -193,21 +202,23 @@ func (c *failoverCaller) step(ctx context.Context) {
 		got, err = c.m.Complete(ctx, a.ID, resultOf(a.ID))
 		return err
 	})
+	now := time.Now().UnixNano()
 	switch {
 	case err == nil && got.CompletedBy == a.ID:
-		c.emit(failoverEvent{Type: "won", JobID: j.ID, AttemptID: a.ID, Retries: n})
+		c.emit(failoverEvent{Type: "won", JobID: j.ID, AttemptID: a.ID, Retries: n, At: now})
 	case err == nil:
-		c.unexpected("complete", fmt.Errorf("success, but the job returned was completed by %s", got.CompletedBy))
+		c.unexpected("complete", fmt.Errorf("success, but the job returned was completed by %s", got.CompletedBy), attemptAcked)
 	case errors.Is(err, jobs.ErrLostRace):
-		c.emit(failoverEvent{Type: "lost", JobID: j.ID, AttemptID: a.ID, Retries: n})
+		c.emit(failoverEvent{Type: "lost", JobID: j.ID, AttemptID: a.ID, Retries: n, At: now})
 	default:
-		c.unexpected("complete", err)
+		c.unexpected("complete", err, attemptAcked)
 	}
 }
 
-// wait waits up to five seconds for a job another caller is trying; a
-// terminal answer is reported with the winner it names.
-func (c *failoverCaller) wait(ctx context.Context, jobID string) {
+// wait waits up to five seconds for a job, acknowledged at acked, that
+// another caller is trying; a terminal answer is reported with the winner
+// it names.
+func (c *failoverCaller) wait(ctx context.Context, jobID string, acked time.Time) {
 	var got jobs.Job
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -217,11 +228,11 @@ func (c *failoverCaller) wait(ctx context.Context, jobID string) {
 	})
 	switch {
 	case err == nil:
-		c.emit(failoverEvent{Type: "waited", JobID: jobID, AttemptID: got.CompletedBy, Class: string(got.State)})
+		c.emit(failoverEvent{Type: "waited", JobID: jobID, AttemptID: got.CompletedBy, Class: string(got.State), At: time.Now().UnixNano()})
 	case errors.Is(err, context.DeadlineExceeded) && wctx.Err() != nil:
 		// Still in flight (or its attempt failed and nobody tried again).
 	default:
-		c.unexpected("wait", err)
+		c.unexpected("wait", err, acked)
 	}
 }
 

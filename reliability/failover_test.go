@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // probeWrite is one write of the availability probe.
@@ -217,6 +218,12 @@ type failoverRecord struct {
 	start            time.Time
 	promoted, joined time.Duration // the new primary took writes; the old one was a standby again
 	wait             waitFigures
+
+	// async is when the monitor turned the old primary's synchronous
+	// replication off (goal wait_primary) while the failover ran; zero if
+	// it did not. See failoverRun.asynchronous.
+	async time.Time
+	why   string // the monitor's words for it
 }
 
 // unsentProvider answers every lookup with "no such request": in this test
@@ -312,57 +319,110 @@ func (run *failoverRun) failover(t *testing.T, how string) {
 	r.wait.listening = l.at
 }
 
+// asynchronous finds the failovers during which the monitor assigned the
+// old primary wait_primary, which turns its synchronous replication off,
+// while the standby was being promoted. pg_auto_failover 2.0 does so when
+// the old primary reports to the monitor as `perform failover` runs: it
+// sees no healthy standby (the standby is now being promoted), and the old
+// primary keeps acknowledging writes, replicated asynchronously, until it
+// is demoted (pg_auto_failover issue #774). Writes acknowledged in that
+// window may be lost: the asynchronous case of the README's table.
+func (run *failoverRun) asynchronous(t *testing.T) {
+	t.Helper()
+	for _, r := range run.records {
+		err := run.c.monitor.QueryRowContext(context.Background(), `SELECT eventtime, description FROM pgautofailover.event
+			WHERE nodename = $1 AND reportedstate = 'primary' AND goalstate = 'wait_primary'
+			  AND eventtime BETWEEN $2 AND $3
+			ORDER BY eventid LIMIT 1`, r.from, r.start.Add(-time.Second), r.start.Add(r.joined)).Scan(&r.async, &r.why)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			t.Fatalf("monitor events: %v", err)
+		}
+	}
+}
+
+// explains reports whether the time from at to until (or at alone, if
+// until is zero) meets the asynchronous window of a failover: from a
+// second before the monitor turned synchronous replication off until three
+// seconds after the new primary took over (the old one is stopped by then).
+func (run *failoverRun) explains(at, until time.Time) bool {
+	if until.IsZero() {
+		until = at
+	}
+	for _, r := range run.records {
+		if !r.async.IsZero() && !until.Before(r.async.Add(-time.Second)) && at.Before(r.start.Add(r.promoted+3*time.Second)) {
+			return true
+		}
+	}
+	return false
+}
+
+// breach is a broken promise found after the run: an answer a caller was
+// given at a time that the store now contradicts, or two snapshots, taken
+// from at to until, of which the second contradicts the first.
+type breach struct {
+	kind      string // "acknowledged submits lost", …
+	at, until time.Time
+	detail    string
+}
+
+// judge reports the breaches that no asynchronous window explains as test
+// failures, and counts both kinds by kind.
+func (run *failoverRun) judge(t *testing.T, bs []breach) (unexplained, explained map[string]int) {
+	t.Helper()
+	unexplained, explained = map[string]int{}, map[string]int{}
+	for _, b := range bs {
+		if !b.at.IsZero() && run.explains(b.at, b.until) {
+			explained[b.kind]++
+			continue
+		}
+		unexplained[b.kind]++
+		if unexplained[b.kind] <= 10 {
+			t.Errorf("%s: %s", b.kind, b.detail)
+		}
+	}
+	return unexplained, explained
+}
+
+// answer is one thing a caller was told.
+type answer struct {
+	key, job, attempt string
+	at                time.Time
+}
+
 // failoverTally is what the children's callers were told.
 type failoverTally struct {
-	jobOfKey  map[string]string   // key -> the job Submit returned
-	winner    map[string]string   // job -> the attempt told it won
-	lostBy    map[string][]string // job -> the attempts told they lost
-	waitedFor map[string]string   // job -> the winner a Wait returned
+	submitted, won, lost, waited []answer
+	unexpected                   []failoverEvent
 
 	storageErrors map[string]map[string]int // error class -> operation -> count
 	samples       map[string]string         // error class -> one message
 
-	submits, retriedSubmits, wins, losses, retriedCompletes, waits int
-	duplicates, doubles, unexpected                                int
+	retriedSubmits, retriedCompletes int
 }
 
 func tallyFailover(t *testing.T, evs []failoverEvent) *failoverTally {
 	t.Helper()
-	tl := &failoverTally{
-		jobOfKey: map[string]string{}, winner: map[string]string{}, lostBy: map[string][]string{},
-		waitedFor: map[string]string{}, storageErrors: map[string]map[string]int{}, samples: map[string]string{},
-	}
+	tl := &failoverTally{storageErrors: map[string]map[string]int{}, samples: map[string]string{}}
 	for _, e := range evs {
+		a := answer{key: e.Key, job: e.JobID, attempt: e.AttemptID, at: time.Unix(0, e.At)}
 		switch e.Type {
 		case "submitted":
-			tl.submits++
+			tl.submitted = append(tl.submitted, a)
 			if e.Retries > 0 {
 				tl.retriedSubmits++
 			}
-			if prev, ok := tl.jobOfKey[e.Key]; ok && prev != e.JobID {
-				tl.duplicates++
-				t.Errorf("key %s: callers were told of two jobs, %s and %s", e.Key, prev, e.JobID)
-			}
-			tl.jobOfKey[e.Key] = e.JobID
 		case "won":
-			tl.wins++
+			tl.won = append(tl.won, a)
 			if e.Retries > 0 {
 				tl.retriedCompletes++
 			}
-			if prev, ok := tl.winner[e.JobID]; ok && prev != e.AttemptID {
-				tl.doubles++
-				t.Errorf("job %s: completed twice, by %s and by %s", e.JobID, prev, e.AttemptID)
-			}
-			tl.winner[e.JobID] = e.AttemptID
 		case "lost":
-			tl.losses++
+			tl.lost = append(tl.lost, a)
 			if e.Retries > 0 {
 				tl.retriedCompletes++
 			}
-			tl.lostBy[e.JobID] = append(tl.lostBy[e.JobID], e.AttemptID)
 		case "waited":
-			tl.waits++
-			tl.waitedFor[e.JobID] = e.AttemptID
+			tl.waited = append(tl.waited, a)
 		case "storage-error":
 			if tl.storageErrors[e.Class] == nil {
 				tl.storageErrors[e.Class] = map[string]int{}
@@ -373,53 +433,140 @@ func tallyFailover(t *testing.T, evs []failoverEvent) *failoverTally {
 				t.Errorf("%s: a storage error callers cannot classify: %s", e.Op, e.Err)
 			}
 		case "unexpected":
-			tl.unexpected++
-			if tl.unexpected <= 10 {
-				t.Errorf("%s: a caller got %s: %s", e.Op, e.Class, e.Err)
-			}
+			tl.unexpected = append(tl.unexpected, e)
 		}
 	}
 	return tl
 }
 
-// storeAgrees compares what the callers were told with what the store
-// holds, and counts the acknowledged submits and completions lost, the
-// late results stored, and the Wait answers the store contradicts.
-func (tl *failoverTally) storeAgrees(t *testing.T, store jobs.Store) (lostSubmits, lostCompletions, lateStored, contradicted int) {
+// breaches compares every answer the callers were given with what the
+// store holds.
+func (tl *failoverTally) breaches(t *testing.T, store jobs.Store) []breach {
 	t.Helper()
 	ctx := context.Background()
-	for key, id := range tl.jobOfKey {
-		if j, err := store.JobByKey(ctx, "tenant", key); err != nil || j.ID != id {
-			lostSubmits++
-			t.Errorf("key %s: callers were told job %s; the store has %q (%v)", key, id, j.ID, err)
-		}
-	}
-	for jobID, att := range tl.winner {
-		if j, err := store.Job(ctx, jobID); err != nil || j.CompletedBy != att || string(j.Result) != string(resultOf(att)) {
-			lostCompletions++
-			t.Errorf("job %s: %s was told it won; the store has %q with %s (%v)", jobID, att, j.CompletedBy, j.Result, err)
-		}
-	}
-	for jobID, atts := range tl.lostBy {
-		j, err := store.Job(ctx, jobID)
-		if err != nil {
-			t.Errorf("job %s: %v", jobID, err)
-			continue
-		}
-		for _, att := range atts {
-			if j.CompletedBy == att || string(j.Result) == string(resultOf(att)) {
-				lateStored++
-				t.Errorf("job %s: %s was told it lost, but its result is stored", jobID, att)
+	var bs []breach
+	jobOfKey := map[string]string{}
+	for _, a := range tl.submitted {
+		id, ok := jobOfKey[a.key]
+		if !ok {
+			j, err := store.JobByKey(ctx, "tenant", a.key)
+			if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+				t.Fatal(err)
 			}
+			id, jobOfKey[a.key] = j.ID, j.ID
+		}
+		if id != a.job {
+			bs = append(bs, breach{"acknowledged submits lost", a.at, time.Time{}, fmt.Sprintf("key %s: a caller was told job %s; the store has %q", a.key, a.job, id)})
 		}
 	}
-	for jobID, att := range tl.waitedFor {
-		if j, err := store.Job(ctx, jobID); err != nil || j.CompletedBy != att {
-			contradicted++
-			t.Errorf("job %s: Wait answered completed by %q; the store has %q (%v)", jobID, att, j.CompletedBy, err)
+	known := map[string]jobs.Job{}
+	job := func(id string) jobs.Job {
+		j, ok := known[id]
+		if !ok {
+			var err error
+			if j, err = store.Job(ctx, id); err != nil && !errors.Is(err, jobs.ErrNotFound) {
+				t.Fatal(err)
+			}
+			known[id] = j
+		}
+		return j
+	}
+	winners := map[string]answer{}
+	for _, a := range tl.won {
+		if other, ok := winners[a.job]; ok && other.attempt != a.attempt {
+			first := other.at
+			if a.at.Before(first) {
+				first = a.at
+			}
+			bs = append(bs, breach{"double completions", first, time.Time{}, fmt.Sprintf("job %s: completed by %s and by %s", a.job, other.attempt, a.attempt)})
+		}
+		winners[a.job] = a
+		if j := job(a.job); j.CompletedBy != a.attempt || string(j.Result) != string(resultOf(a.attempt)) {
+			bs = append(bs, breach{"acknowledged completions lost", a.at, time.Time{}, fmt.Sprintf("job %s: %s was told it won; the store has %q with %s", a.job, a.attempt, j.CompletedBy, j.Result)})
 		}
 	}
-	return lostSubmits, lostCompletions, lateStored, contradicted
+	for _, a := range tl.lost {
+		if j := job(a.job); j.CompletedBy == a.attempt || string(j.Result) == string(resultOf(a.attempt)) {
+			bs = append(bs, breach{"late results stored", a.at, time.Time{}, fmt.Sprintf("job %s: %s was told it lost, but its result is stored", a.job, a.attempt)})
+		}
+	}
+	for _, a := range tl.waited {
+		if j := job(a.job); j.CompletedBy != a.attempt {
+			bs = append(bs, breach{"Wait answers the store contradicts", a.at, time.Time{}, fmt.Sprintf("job %s: Wait answered completed by %q; the store has %q", a.job, a.attempt, j.CompletedBy)})
+		}
+	}
+	for _, e := range tl.unexpected {
+		// Only a job or attempt that vanished is a breach a window can
+		// explain; any other unexpected answer is one at any time.
+		var at time.Time
+		if e.Class == "ErrNotFound" && e.AckedAt != 0 {
+			at = time.Unix(0, e.AckedAt)
+		}
+		bs = append(bs, breach{"unexpected errors", at, time.Time{}, fmt.Sprintf("%s: a caller got %s: %s", e.Op, e.Class, e.Err)})
+	}
+	return bs
+}
+
+// watchFailoverTransitions is watchTransitions for a store that may answer
+// from a primary that is about to lose what it acknowledged: it returns the
+// violations found between consecutive snapshots as breaches, with the
+// times the two snapshots spanned, for run.judge.
+func watchFailoverTransitions(s jobs.Store, interval time.Duration) (stop func() (compared int, bs []breach)) {
+	type timed struct {
+		snap       *jobstest.Snapshot
+		start, end time.Time
+	}
+	var prev *timed
+	var bs []breach
+	compared := 0
+	compare := func(next *timed) {
+		if prev != nil {
+			for _, v := range jobstest.CheckTransitions(prev.snap, next.snap) {
+				bs = append(bs, breach{"transitions", prev.start, next.end, v.String()})
+			}
+			compared++
+		}
+		prev = next
+	}
+	take := func() (*timed, error) {
+		start := time.Now()
+		snap, err := jobstest.TakeSnapshot(context.Background(), s)
+		return &timed{snap, start, time.Now()}, err
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	var failed error
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+			next, err := take()
+			if errors.Is(err, jobs.ErrStorage) {
+				continue // failing over
+			}
+			if err != nil {
+				failed = err
+				return
+			}
+			compare(next)
+		}
+	}()
+	return func() (int, []breach) {
+		close(done)
+		<-finished
+		next, err := take()
+		if err = errors.Join(failed, err); err != nil {
+			bs = append(bs, breach{"transitions", time.Time{}, time.Time{}, "snapshot: " + err.Error()})
+		} else {
+			compare(next)
+		}
+		return compared, bs
+	}
 }
 
 // reconcileLeftovers runs a reconciler an hour ahead of time until it finds
@@ -452,11 +599,15 @@ func reconcileLeftovers(t *testing.T, store jobs.Store) map[jobs.AttemptState]in
 // primary is failed over on request (pg_autoctl perform failover) and then
 // killed outright (SIGKILL of its postmaster; pg_autoctl brings it back as
 // the standby). Every caller retries on ErrStorage with the same key or
-// attempt. Afterwards no acknowledged Submit is lost, no job is completed
-// twice, no late result is stored, no key has two jobs, every error a
-// caller saw was a typed ErrStorage, and a waiter subscribed before each
-// failover was woken by the notification of a job completed after it.
-// JOBS_SOAK=N repeats the pair of failovers N times.
+// attempt. Afterwards no acknowledged Submit or completion is lost, no job
+// is completed twice, no late result is stored, no key has two jobs, every
+// error a caller saw was a typed ErrStorage, and a waiter subscribed before
+// each failover was woken by the notification of a job completed after it.
+//
+// What the cluster itself loses while pg_auto_failover has turned
+// synchronous replication off (see failoverRun.asynchronous) is reported,
+// and is a failure only if it falls outside that window. JOBS_SOAK=N
+// repeats the pair of failovers N times.
 //
 // It does not run in parallel with the other tests: its figures (how long
 // writes fail) are measured on a machine they do not load.
@@ -506,7 +657,7 @@ func TestFailoverKeepsThePromise(t *testing.T) {
 	load := startFailoverLoad(t, dsn, processes, childArgs{Goroutines: goroutines, Keys: 25, Seed: seed(t)})
 	stopProbe := make(chan struct{})
 	probed := probeWrites(run.m, stopProbe)
-	stopWatch := watchTransitions(t, run.store, time.Second)
+	stopWatch := watchFailoverTransitions(run.store, time.Second)
 	pause := func(d time.Duration) {
 		select {
 		case <-ctx.Done():
@@ -523,39 +674,47 @@ func TestFailoverKeepsThePromise(t *testing.T) {
 	evs := load.stop(t)
 	close(stopProbe)
 	writes := <-probed
-	stopWatch()
+	snapshots, transitions := stopWatch()
 	ran := time.Since(began)
 
 	tl := tallyFailover(t, evs)
 	resolved := reconcileLeftovers(t, run.store)
-	lostSubmits, lostCompletions, lateStored, contradicted := tl.storeAgrees(t, run.store)
+	run.asynchronous(t)
+	unexplained, explained := run.judge(t, append(tl.breaches(t, run.store), transitions...))
 	snap := assertInvariants(t, run.store)
+	open, duplicates := 0, 0
 	jobsOfKey := map[string]int{}
-	open := 0
 	for _, j := range snap.Jobs {
-		jobsOfKey[j.Owner+"/"+j.Key]++
+		if jobsOfKey[j.Owner+"/"+j.Key]++; jobsOfKey[j.Owner+"/"+j.Key] == 2 {
+			duplicates++ // also an invariant violation, reported above
+		}
 		for _, a := range snap.Attempts[j.ID] {
 			if a.State.Open() {
 				open++
 			}
 		}
 	}
-	duplicates := tl.duplicates
-	for k, n := range jobsOfKey {
-		if n > 1 {
-			duplicates++
-			t.Errorf("key %s has %d jobs", k, n)
-		}
-	}
 	if open > 0 {
 		t.Errorf("%d attempts still open after the reconciler's passes", open)
 	}
 
-	t.Logf("%d failovers in %v under %d processes x %d goroutines: %d submits (%d answered after retrying ErrStorage) on %d keys, %d wins and %d lost races (%d answered after a retry), %d waits answered",
-		len(run.records), ran.Round(time.Second), processes, goroutines, tl.submits, tl.retriedSubmits, len(tl.jobOfKey),
-		tl.wins, tl.losses, tl.retriedCompletes, tl.waits)
-	t.Logf("acknowledged submits lost: %d; acknowledged completions lost: %d; double completions: %d; late results stored: %d; duplicate jobs per key: %d; Wait answers the store contradicts: %d; unexpected errors: %d",
-		lostSubmits, lostCompletions, tl.doubles, lateStored, duplicates, contradicted, tl.unexpected)
+	keys := map[string]bool{}
+	for _, a := range tl.submitted {
+		keys[a.key] = true
+	}
+	t.Logf("%d failovers in %v under %d processes x %d goroutines: %d submits (%d answered after retrying ErrStorage) on %d keys, %d wins and %d lost races (%d answered after a retry), %d waits answered, %d snapshots compared",
+		len(run.records), ran.Round(time.Second), processes, goroutines, len(tl.submitted), tl.retriedSubmits, len(keys),
+		len(tl.won), len(tl.lost), tl.retriedCompletes, len(tl.waited), snapshots)
+	var figures []string
+	for _, kind := range []string{"acknowledged submits lost", "acknowledged completions lost", "double completions",
+		"late results stored", "Wait answers the store contradicts", "transitions", "unexpected errors"} {
+		f := fmt.Sprintf("%s: %d", kind, unexplained[kind])
+		if n := explained[kind]; n > 0 {
+			f += fmt.Sprintf(" (and %d while replication was asynchronous)", n)
+		}
+		figures = append(figures, f)
+	}
+	t.Logf("%s; duplicate jobs per key: %d", strings.Join(figures, "; "), duplicates)
 	t.Logf("attempts left in doubt (StartAttempt's answer lost), resolved by a reconciler: %v", resolved)
 	for _, class := range slices.Sorted(maps.Keys(tl.storageErrors)) {
 		var ops []string
@@ -576,6 +735,10 @@ func TestFailoverKeepsThePromise(t *testing.T) {
 		t.Logf("failover %d (%s, %s -> %s): new primary after %v; writes failed for %v and succeeded again %v after the start (%d probe writes failed); old primary a standby again after %v",
 			i+1, r.how, r.from, r.to, r.promoted.Round(time.Millisecond), failed.Round(time.Millisecond), recovered.Round(time.Millisecond),
 			failures, r.joined.Round(time.Millisecond))
+		if !r.async.IsZero() {
+			t.Logf("failover %d: %v after the start pg_auto_failover turned the old primary's synchronous replication off while it promoted the standby (its issue #774): %q",
+				i+1, r.async.Sub(r.start).Round(time.Millisecond), r.why)
+		}
 		how := "a reconnection or a poll"
 		if r.wait.byNotification {
 			how = "its notification"
