@@ -127,11 +127,13 @@ func healthy(ns []pgNode) bool {
 	return len(ns) == 2 && primaries == 1 && secondaries == 1
 }
 
-// primaryOf returns the node that reports itself primary, or accepts
-// writes while its standby catches up (wait_primary).
+// primaryOf returns the node that is primary, or takes writes while its
+// standby catches up (wait_primary), as it reports and as the monitor
+// wants. A primary that stopped reporting after it crashed still shows
+// its last report, primary, with another goal.
 func primaryOf(ns []pgNode) (pgNode, bool) {
 	for _, n := range ns {
-		if n.Reported == "primary" || n.Reported == "wait_primary" {
+		if n.Reported == n.Goal && (n.Reported == "primary" || n.Reported == "wait_primary") {
 			return n, true
 		}
 	}
