@@ -104,15 +104,7 @@ func TestListenDSNOpensTheListeningConnection(t *testing.T) {
 	if len(names) != 1 || names[0] != "jobs_listen_"+suffix {
 		t.Fatalf("listening connections: %q; want one, opened with ListenDSN's application_name jobs_listen_%s", names, suffix)
 	}
-	a := startAttempt(t, m, j.ID)
-	if _, err := m.Complete(ctx, a.ID, []byte(`1`)); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-wake:
-	case <-time.After(time.Minute):
-		t.Fatal("no notification through the ListenDSN connection")
-	}
+	hearClose(t, m, j.ID, wake)
 }
 
 // withQuery returns the URL DSN with one query parameter set.
@@ -171,8 +163,15 @@ func TestNotifyClosedOnADatabaseNotInUTF8(t *testing.T) {
 		t.Fatalf("NotifyClosed with client_encoding SQL_ASCII: %v", err)
 	}
 	defer stop()
-	a := startAttempt(t, m, j.ID)
-	if _, err := m.Complete(ctx, a.ID, []byte(`1`)); err != nil {
+	hearClose(t, m, j.ID, wake)
+}
+
+// hearClose completes an attempt of job jobID and fails t unless wake,
+// registered for it, hears of it within a minute.
+func hearClose(t *testing.T, m *jobs.Manager, jobID string, wake <-chan struct{}) {
+	t.Helper()
+	a := startAttempt(t, m, jobID)
+	if _, err := m.Complete(context.Background(), a.ID, []byte(`1`)); err != nil {
 		t.Fatal(err)
 	}
 	select {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
 )
 
 // probeWrite is one write of the availability probe.
@@ -508,64 +507,20 @@ func (tl *failoverTally) breaches(t *testing.T, store jobs.Store) []breach {
 }
 
 // watchFailoverTransitions is watchTransitions for a store that may answer
-// from a primary that is about to lose what it acknowledged: it returns the
-// violations found between consecutive snapshots as breaches, with the
-// times the two snapshots spanned, for run.judge.
-func watchFailoverTransitions(s jobs.Store, interval time.Duration) (stop func() (compared int, bs []breach)) {
-	type timed struct {
-		snap       *jobstest.Snapshot
-		start, end time.Time
-	}
-	var prev *timed
-	var bs []breach
-	compared := 0
-	compare := func(next *timed) {
-		if prev != nil {
-			for _, v := range jobstest.CheckTransitions(prev.snap, next.snap) {
-				bs = append(bs, breach{"transitions", prev.start, next.end, v.String()})
-			}
-			compared++
-		}
-		prev = next
-	}
-	take := func() (*timed, error) {
-		start := time.Now()
-		snap, err := jobstest.TakeSnapshot(context.Background(), s)
-		return &timed{snap, start, time.Now()}, err
-	}
-	done, finished := make(chan struct{}), make(chan struct{})
-	var failed error
-	go func() {
-		defer close(finished)
-		tick := time.NewTicker(interval)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-			}
-			next, err := take()
-			if errors.Is(err, jobs.ErrStorage) {
-				continue // failing over
-			}
-			if err != nil {
-				failed = err
-				return
-			}
-			compare(next)
-		}
-	}()
+// from a primary about to lose what it acknowledged: its violations are
+// breaches, with the times the two snapshots spanned, for run.judge.
+func watchFailoverTransitions(s jobs.Store, interval time.Duration) (stop func() (snapshots int, bs []breach)) {
+	watch := watchSnapshots(s, interval)
 	return func() (int, []breach) {
-		close(done)
-		<-finished
-		next, err := take()
-		if err = errors.Join(failed, err); err != nil {
-			bs = append(bs, breach{"transitions", time.Time{}, time.Time{}, "snapshot: " + err.Error()})
-		} else {
-			compare(next)
+		snapshots, vs, err := watch()
+		var bs []breach
+		for _, v := range vs {
+			bs = append(bs, breach{"transitions", v.from, v.to, v.String()})
 		}
-		return compared, bs
+		if err != nil {
+			bs = append(bs, breach{"transitions", time.Time{}, time.Time{}, "snapshot: " + err.Error()})
+		}
+		return snapshots, bs
 	}
 }
 
@@ -702,7 +657,7 @@ func TestFailoverKeepsThePromise(t *testing.T) {
 	for _, a := range tl.submitted {
 		keys[a.key] = true
 	}
-	t.Logf("%d failovers in %v under %d processes x %d goroutines: %d submits (%d answered after retrying ErrStorage) on %d keys, %d wins and %d lost races (%d answered after a retry), %d waits answered, %d snapshots compared",
+	t.Logf("%d failovers in %v under %d processes x %d goroutines: %d submits (%d answered after retrying ErrStorage) on %d keys, %d wins and %d lost races (%d answered after a retry), %d waits answered, %d snapshots compared with the one before",
 		len(run.records), ran.Round(time.Second), processes, goroutines, len(tl.submitted), tl.retriedSubmits, len(keys),
 		len(tl.won), len(tl.lost), tl.retriedCompletes, len(tl.waited), snapshots)
 	var figures []string
