@@ -133,6 +133,9 @@ func (l *closeListener) subscribe(ctx context.Context, db *sql.DB, jobID string)
 	l.waiters[jobID][w] = struct{}{}
 	l.count++
 	if l.session == nil || l.session.ended() {
+		if l.session != nil {
+			l.session.cancel() // it heard nothing and stopped; release its context
+		}
 		sctx, cancel := context.WithCancel(context.Background())
 		l.session = &listenSession{cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
 		l.running.Add(1)
