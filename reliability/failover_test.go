@@ -324,7 +324,7 @@ func (run *failoverRun) failover(t *testing.T, how string) {
 // the old primary reports to the monitor as `perform failover` runs: it
 // sees no healthy standby (the standby is now being promoted), and the old
 // primary keeps acknowledging writes, replicated asynchronously, until it
-// is demoted (pg_auto_failover issue #774). Writes acknowledged in that
+// is demoted (pg_auto_failover#774). Writes acknowledged in that
 // window may be lost: the asynchronous case of the README's table.
 func (run *failoverRun) asynchronous(t *testing.T) {
 	t.Helper()
@@ -691,7 +691,7 @@ func TestFailoverKeepsThePromise(t *testing.T) {
 			i+1, r.how, r.from, r.to, r.promoted.Round(time.Millisecond), failed.Round(time.Millisecond), recovered.Round(time.Millisecond),
 			failures, r.joined.Round(time.Millisecond))
 		if !r.async.IsZero() {
-			t.Logf("failover %d: %v after the start pg_auto_failover turned the old primary's synchronous replication off while it promoted the standby (its issue #774): %q",
+			t.Logf("failover %d: %v after the start pg_auto_failover turned the old primary's synchronous replication off while it promoted the standby (pg_auto_failover#774): %q",
 				i+1, r.async.Sub(r.start).Round(time.Millisecond), r.why)
 		}
 		how := "a reconnection or a poll"
