@@ -215,8 +215,27 @@
 //	// … drive m, retrying on ErrStorage …
 //	violations, err := jobstest.CheckInvariants(ctx, store)
 //
+// # PostgreSQL failover and PgBouncer
+//
+// Behind a standby with automatic failover, give OpenPostgres every node and
+// ask for the primary, so that the pool and the listening connection of
+// Wait both follow it:
+//
+//	postgres://app@db1:5432,db2:5432/app?target_session_attrs=read-write&connect_timeout=5
+//
+// Replicate synchronously (synchronous_commit on, the standby in the
+// primary's synchronous_standby_names): then a job a caller was told
+// exists, a completion and a lost race all survive the failover. Callers
+// retry on ErrStorage with the same key or attempt, as after any timeout:
+// a Complete whose commit was not acknowledged answers idempotently, and an
+// attempt left starting or unknown goes to the Reconciler. With
+// asynchronous replication the last acknowledged writes before a failover
+// may be lost; the README has the table and the figures.
+//
 // Behind PgBouncer in transaction pooling mode, add
-// default_query_exec_mode=exec to the pgx DSN.
+// default_query_exec_mode=exec to the pgx DSN. LISTEN cannot work through
+// it: open the store with [ListenDSN] set to a direct connection, or Wait
+// polls, and the Manager logs once at warning level that it does and why.
 //
 // # Waiting for a job
 //
@@ -233,7 +252,8 @@
 // but outside the pool and only while someone waits, LISTENs on
 // jobs_closed, which the schema's trigger notifies when a job closes, and
 // wakes that job's waiters at once. On SQLite, or while that connection is
-// down, Wait polls with a backoff from 10ms to 1s. A store opts in by
+// down, Wait polls with a backoff from 10ms to 1s; while the database is
+// unreachable (a failover) it keeps waiting. A store opts in by
 // implementing [CloseNotifier]. Package jobshttp offers the same over HTTP
 // with Prefer: wait=N, and the Idempotency-Key header in front of Submit.
 //

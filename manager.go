@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -73,6 +74,8 @@ type Manager struct {
 	obs    Observer
 
 	contracts map[string]Contract // copied from Options.Contracts
+
+	deafWarning sync.Once // Wait warns once that notifications cannot reach it
 }
 
 // New returns a Manager over store.

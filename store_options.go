@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // StoreOption configures how a store is opened.
@@ -11,7 +13,8 @@ type StoreOption func(*storeConfig)
 
 type storeConfig struct {
 	skipMigrations bool
-	inspectOnly    bool // neither apply nor check the schema; see InspectOnly
+	inspectOnly    bool    // neither apply nor check the schema; see InspectOnly
+	listenDSN      *string // see ListenDSN
 	onWriteWait    func(wait time.Duration)
 }
 
@@ -32,6 +35,17 @@ func ObserveWriteWait(fn func(wait time.Duration)) StoreOption {
 	return func(c *storeConfig) { c.onWriteWait = fn }
 }
 
+// ListenDSN gives the PostgreSQL store's listening connection (see
+// Manager.Wait) settings of its own: a pgx connection string for a direct
+// connection to the database, when the store's pool goes through a proxy
+// that cannot carry LISTEN, such as PgBouncer in transaction pooling mode.
+// Without it, the listening connection has the settings of the pool's
+// connections; behind such a proxy Wait then polls, and the Manager logs a
+// warning saying so. Behind a failover, give it the same hosts and
+// target_session_attrs=read-write as the pool's DSN. A DSN that pgx cannot
+// parse, or ListenDSN on SQLite, makes opening fail with ErrInvalidInput.
+func ListenDSN(dsn string) StoreOption { return func(c *storeConfig) { c.listenDSN = &dsn } }
+
 // init applies the schema, or checks it when migrations are skipped.
 func (s *SQLStore) init(ctx context.Context, opts []StoreOption) error {
 	var cfg storeConfig
@@ -40,6 +54,19 @@ func (s *SQLStore) init(ctx context.Context, opts []StoreOption) error {
 	}
 	if s.d.writeLock {
 		s.onWriteWait = cfg.onWriteWait
+	}
+	if cfg.listenDSN != nil {
+		if s.d != postgresDialect {
+			return invalid("ListenDSN", "only the PostgreSQL store listens")
+		}
+		if *cfg.listenDSN == "" {
+			return invalid("ListenDSN", "empty")
+		}
+		lc, err := pgx.ParseConfig(*cfg.listenDSN)
+		if err != nil {
+			return invalid("ListenDSN", "%v", err)
+		}
+		s.listener.config = lc
 	}
 	if cfg.inspectOnly {
 		return nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -304,6 +305,95 @@ func TestWaitPoolOfOne(t *testing.T) {
 	for range waiters {
 		if err := <-errs; err != nil {
 			t.Error(err)
+		}
+	}
+}
+
+// flakyReads is a store whose Job reads fail with a storage error of kind
+// while down is set, as during a failover; it counts the failed reads.
+type flakyReads struct {
+	*jobs.SQLStore
+	kind   jobs.StorageKind
+	down   atomic.Bool
+	failed chan struct{} // receives a value per failed read, while it has room
+}
+
+func (s *flakyReads) Job(ctx context.Context, id string) (jobs.Job, error) {
+	if s.down.Load() {
+		select {
+		case s.failed <- struct{}{}:
+		default:
+		}
+		return jobs.Job{}, &jobs.StorageError{Op: "get job", Kind: s.kind, Message: "the database is failing over"}
+	}
+	return s.SQLStore.Job(ctx, id)
+}
+
+// TestWaitKeepsWaitingWhileTheDatabaseIsUnavailable: a waiter rides
+// through reads that fail because the database is unavailable or busy (a
+// failover), and returns the job once it closes; other storage errors end
+// the wait at once.
+func TestWaitKeepsWaitingWhileTheDatabaseIsUnavailable(t *testing.T) {
+	t.Parallel()
+	for _, st := range waitStores {
+		for _, tc := range []struct {
+			kind         jobs.StorageKind
+			keepsWaiting bool
+		}{
+			{jobs.StorageUnavailable, true},
+			{jobs.StorageBusy, true},
+			{jobs.StorageSchema, false},
+		} {
+			t.Run(st.name+"/"+string(tc.kind), func(t *testing.T) {
+				t.Parallel()
+				raw := st.open(t)
+				direct := jobs.New(raw, jobs.Options{})
+				j := submitJob(t, direct, "outage")
+				a := startAttempt(t, direct, j.ID)
+
+				flaky := &flakyReads{SQLStore: raw, kind: tc.kind, failed: make(chan struct{}, 100)}
+				flaky.down.Store(true)
+				type answer struct {
+					job jobs.Job
+					err error
+				}
+				done := make(chan answer, 1)
+				go func() {
+					got, err := jobs.New(flaky, jobs.Options{}).Wait(context.Background(), j.ID)
+					done <- answer{got, err}
+				}()
+				if !tc.keepsWaiting {
+					got := <-done
+					if !errors.Is(got.err, jobs.ErrStorage) {
+						t.Fatalf("Wait through a %s error = %v; want ErrStorage at once", tc.kind, got.err)
+					}
+					return
+				}
+				// A third failed read proves that Wait read again after
+				// failures instead of returning the first one.
+				for range 3 {
+					select {
+					case <-flaky.failed:
+					case got := <-done:
+						t.Fatalf("Wait returned %s, %v while the database was %s; want it to keep waiting", got.job.State, got.err, tc.kind)
+					}
+				}
+				flaky.down.Store(false)
+				for drained := false; !drained; {
+					select {
+					case <-flaky.failed:
+					default:
+						drained = true
+					}
+				}
+				if _, err := direct.Complete(context.Background(), a.ID, json.RawMessage(`"done"`)); err != nil {
+					t.Fatal(err)
+				}
+				got := <-done
+				if got.err != nil || got.job.State != jobs.JobSucceeded || got.job.CompletedBy != a.ID {
+					t.Fatalf("Wait after the outage = %s by %s, %v; want succeeded by %s", got.job.State, got.job.CompletedBy, got.err, a.ID)
+				}
+			})
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -91,19 +92,55 @@ func assertInvariants(t testing.TB, s jobs.Store) *jobstest.Snapshot {
 // load has stopped.
 func watchTransitions(t *testing.T, s jobs.Store, interval time.Duration) (stop func()) {
 	t.Helper()
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	var prev *jobstest.Snapshot
-	snapshots := 0
-	compare := func(next *jobstest.Snapshot) {
+	watch := watchSnapshots(s, interval)
+	return func() {
+		snapshots, vs, err := watch()
+		for _, v := range vs {
+			t.Errorf("transition: %s", v.Violation)
+		}
+		if err != nil {
+			t.Errorf("snapshot: %v", err)
+		}
+		t.Logf("%d snapshots compared with CheckTransitions", snapshots)
+	}
+}
+
+// timedViolation is a violation found between two snapshots, the first
+// begun at from and the second ended at to.
+type timedViolation struct {
+	jobstest.Violation
+	from, to time.Time
+}
+
+// watchSnapshots snapshots s every interval until stop is called, and once
+// more then, and compares each snapshot with the next with
+// jobstest.CheckTransitions. Snapshots that fail with ErrStorage are
+// skipped; another error ends the watch. stop returns how many snapshots
+// were taken, the violations, and that error.
+func watchSnapshots(s jobs.Store, interval time.Duration) (stop func() (snapshots int, vs []timedViolation, err error)) {
+	type timed struct {
+		snap       *jobstest.Snapshot
+		start, end time.Time
+	}
+	take := func() (timed, error) {
+		start := time.Now()
+		snap, err := jobstest.TakeSnapshot(context.Background(), s)
+		return timed{snap, start, time.Now()}, err
+	}
+	var prev *timed
+	var violations []timedViolation
+	taken := 0
+	compare := func(next timed) {
 		if prev != nil {
-			for _, v := range jobstest.CheckTransitions(prev, next) {
-				t.Errorf("transition: %s", v)
+			for _, v := range jobstest.CheckTransitions(prev.snap, next.snap) {
+				violations = append(violations, timedViolation{v, prev.start, next.end})
 			}
 		}
-		prev = next
-		snapshots++
+		prev = &next
+		taken++
 	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	var failed error
 	go func() {
 		defer close(finished)
 		tick := time.NewTicker(interval)
@@ -114,26 +151,28 @@ func watchTransitions(t *testing.T, s jobs.Store, interval time.Duration) (stop 
 				return
 			case <-tick.C:
 			}
-			snap, err := jobstest.TakeSnapshot(context.Background(), s)
+			next, err := take()
 			if errors.Is(err, jobs.ErrStorage) {
 				continue
 			}
 			if err != nil {
-				t.Errorf("snapshot: %v", err)
+				failed = err
 				return
 			}
-			compare(snap)
+			compare(next)
 		}
 	}()
-	return func() {
+	return func() (int, []timedViolation, error) {
 		close(done)
 		<-finished
-		snap, err := jobstest.TakeSnapshot(context.Background(), s)
-		if err != nil {
-			t.Errorf("final snapshot: %v", err)
-			return
+		if failed != nil {
+			return taken, violations, failed
 		}
-		compare(snap)
-		t.Logf("%d snapshots compared with CheckTransitions", snapshots)
+		last, err := take()
+		if err != nil {
+			return taken, violations, fmt.Errorf("final snapshot: %w", err)
+		}
+		compare(last)
+		return taken, violations, nil
 	}
 }

@@ -77,6 +77,8 @@ func runChild(role string) int {
 		out.write(childEvent{Type: "waits", WriteWaits: waits.micros()})
 	case roleKilled:
 		return killedChild(ctx, jobs.New(store, jobs.Options{}), args, out)
+	case roleFailover:
+		return failoverChild(ctx, store, args)
 	default:
 		fmt.Fprintln(os.Stderr, "child: unknown role", role)
 		return 2

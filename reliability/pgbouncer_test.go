@@ -3,7 +3,9 @@ package reliability_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -12,6 +14,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -288,4 +291,160 @@ func TestPgBouncerTransactionPooling(t *testing.T) {
 func TestConformanceThroughPgBouncer(t *testing.T) {
 	t.Parallel()
 	jobstest.Run(t, func(t testing.TB) jobs.Store { return bouncerStore(t) })
+}
+
+// records is a slog handler that keeps the records it is given.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (h *records) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *records) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.recs = append(h.recs, r.Clone())
+	return nil
+}
+
+func (h *records) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *records) WithGroup(string) slog.Handler      { return h }
+
+// warnings returns the messages of the warning records, with their
+// attributes.
+func (h *records) warnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []string
+	for _, r := range h.recs {
+		if r.Level != slog.LevelWarn {
+			continue
+		}
+		msg := r.Message
+		r.Attrs(func(a slog.Attr) bool {
+			msg += " " + a.String()
+			return true
+		})
+		out = append(out, msg)
+	}
+	return out
+}
+
+// waitedJob submits a job through m, starts an attempt, and waits for it in
+// a goroutine; complete closes it and returns what Wait answered, and when
+// relative to Complete's call.
+func waitedJob(t *testing.T, m *jobs.Manager, key string) (complete func() (jobs.Job, error, time.Duration)) {
+	t.Helper()
+	ctx := context.Background()
+	j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: key, Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.StartAttempt(ctx, j.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		job jobs.Job
+		err error
+		at  time.Time
+	}
+	done := make(chan answer, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		got, err := m.Wait(wctx, j.ID)
+		done <- answer{got, err, time.Now()}
+	}()
+	return func() (jobs.Job, error, time.Duration) {
+		called := time.Now()
+		if _, err := m.Complete(ctx, a.ID, json.RawMessage(`"done"`)); err != nil {
+			t.Fatal(err)
+		}
+		got := <-done
+		return got.job, got.err, got.at.Sub(called)
+	}
+}
+
+// TestWaitThroughPgBouncerIsNotifiedWithListenDSN: through PgBouncer in
+// transaction pooling mode, a store opened with ListenDSN set to a direct
+// connection hears the notification of a job that closes, and Wait
+// returns on it; nothing is logged.
+func TestWaitThroughPgBouncerIsNotifiedWithListenDSN(t *testing.T) {
+	t.Parallel()
+	dsn := bouncerDSN(t)
+	s, err := jobs.OpenPostgres(context.Background(), dsn, jobs.ListenDSN(os.Getenv(jobstest.EnvPostgresDSN)))
+	if err != nil {
+		t.Fatalf("open through pgbouncer with a direct ListenDSN: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	logs := &records{}
+	m := jobs.New(s, jobs.Options{Logger: slog.New(logs)})
+	ctx := context.Background()
+
+	j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: "notified", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.StartAttempt(ctx, j.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake, stop, err := s.NotifyClosed(ctx, j.ID)
+	if err != nil {
+		t.Fatalf("NotifyClosed with a direct ListenDSN: %v", err)
+	}
+	defer stop()
+	if _, err := m.Complete(ctx, a.ID, json.RawMessage(`"done"`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(time.Minute):
+		t.Fatal("no notification a minute after the job closed: the listening connection does not hear it")
+	}
+
+	complete := waitedJob(t, m, "waited")
+	got, err, took := complete()
+	if err != nil || got.State != jobs.JobSucceeded {
+		t.Fatalf("Wait = %s, %v; want the succeeded job", got.State, err)
+	}
+	t.Logf("through PgBouncer with a direct ListenDSN, Wait returned %v after Complete was called", took.Round(10*time.Microsecond))
+	if w := logs.warnings(); len(w) > 0 {
+		t.Errorf("warnings logged: %q", w)
+	}
+}
+
+// TestWaitThroughPgBouncerWarnsThatItPolls: through PgBouncer in
+// transaction pooling mode, without ListenDSN, the store finds that its
+// listening connection cannot hear notifications; Wait polls instead of
+// waiting for one, and the Manager logs once, at warning level, why and
+// what to do.
+func TestWaitThroughPgBouncerWarnsThatItPolls(t *testing.T) {
+	t.Parallel()
+	s := bouncerStore(t)
+	logs := &records{}
+	m := jobs.New(s, jobs.Options{Logger: slog.New(logs)})
+
+	if _, _, err := s.NotifyClosed(context.Background(), "job_unknown"); err == nil {
+		t.Error("NotifyClosed through a transaction pooler succeeded; want an error saying that notifications cannot arrive")
+	}
+	for i := range 3 {
+		complete := waitedJob(t, m, fmt.Sprint("polled-", i))
+		got, err, took := complete()
+		if err != nil || got.State != jobs.JobSucceeded {
+			t.Fatalf("Wait = %s, %v; want the succeeded job", got.State, err)
+		}
+		t.Logf("through PgBouncer without ListenDSN, Wait %d returned %v after Complete was called", i, took.Round(time.Millisecond))
+	}
+	w := logs.warnings()
+	if len(w) != 1 {
+		t.Fatalf("%d warnings logged after three Waits: %q; want one", len(w), w)
+	}
+	for _, want := range []string{"Wait polls", "PgBouncer", "ListenDSN"} {
+		if !strings.Contains(w[0], want) {
+			t.Errorf("warning %q does not mention %q", w[0], want)
+		}
+	}
 }
