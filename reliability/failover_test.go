@@ -233,7 +233,7 @@ func (unsentProvider) Call(context.Context, jobs.Job, jobs.Attempt, func(string)
 	return nil, jobs.Definitive(errors.New("not called in this test"))
 }
 
-func (unsentProvider) Lookup(context.Context, string) (jobs.Outcome, error) {
+func (unsentProvider) Lookup(context.Context, jobs.Attempt) (jobs.Outcome, error) {
 	return jobs.Outcome{State: jobs.OutcomeNotFound}, nil
 }
 
