@@ -48,49 +48,25 @@ func (m *Manager) Contract(kind string) (Contract, bool) {
 	return c, ok
 }
 
-func copyContracts(in map[string]Contract) map[string]Contract {
+func copyContracts(in map[string]Contract) (map[string]Contract, error) {
 	if len(in) == 0 {
-		return nil
+		return nil, nil
 	}
 	out := make(map[string]Contract, len(in))
 	for kind, c := range in {
-		if c.Version == "" || c.Validate == nil {
-			panic(fmt.Sprintf("jobs: contract for kind %q needs a Version and a Validate function", kind))
+		field := fmt.Sprintf("Contracts[%q]", kind)
+		if err := checkName(field, kind); err != nil {
+			return nil, err
 		}
-		if err := checkName("contract version", c.Version); err != nil {
-			panic(fmt.Sprintf("jobs: contract for kind %q: %v", kind, err))
+		if c.Validate == nil {
+			return nil, invalid(field+".Validate", "nil")
 		}
-		if err := checkName("Kind", kind); err != nil {
-			panic(fmt.Sprintf("jobs: contract for kind %q: %v", kind, err))
+		if err := checkName(field+".Version", c.Version); err != nil {
+			return nil, err
 		}
 		out[kind] = c
 	}
-	return out
-}
-
-// AttemptKindReader is implemented by stores that can read an attempt
-// together with its job's kind in one query. Complete uses it to find the
-// contract of a result when contracts are registered; without it, it reads
-// the attempt and then the job.
-type AttemptKindReader interface {
-	// AttemptKind returns the attempt and the kind of its job, or ErrNotFound.
-	AttemptKind(ctx context.Context, attemptID string) (Attempt, string, error)
-}
-
-// attemptKind returns the attempt and its job's kind.
-func (m *Manager) attemptKind(ctx context.Context, attemptID string) (Attempt, string, error) {
-	if r, ok := m.store.(AttemptKindReader); ok {
-		return r.AttemptKind(ctx, attemptID)
-	}
-	a, err := m.store.Attempt(ctx, attemptID)
-	if err != nil {
-		return Attempt{}, "", err
-	}
-	j, err := m.store.Job(ctx, a.JobID)
-	if err != nil {
-		return Attempt{}, "", err
-	}
-	return a, j.Kind, nil
+	return out, nil
 }
 
 // checkContract validates result against the contract of the attempt's kind.
@@ -99,10 +75,15 @@ func (m *Manager) attemptKind(ctx context.Context, attemptID string) (Attempt, s
 // claimToken, the attempt is failed only under that claim, and an attempt
 // that someone else resolved meanwhile is reported as such (see complete).
 func (m *Manager) checkContract(ctx context.Context, attemptID string, result json.RawMessage, claimToken string) error {
-	a, kind, err := m.attemptKind(ctx, attemptID)
+	a, err := m.store.Attempt(ctx, attemptID)
 	if err != nil {
 		return err
 	}
+	j, err := m.store.Job(ctx, a.JobID)
+	if err != nil {
+		return err
+	}
+	kind := j.Kind
 	c, ok := m.contracts[kind]
 	if !ok {
 		return nil

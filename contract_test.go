@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 func TestCompleteChecksContract(t *testing.T) {
@@ -81,20 +82,6 @@ func TestCompleteChecksContract(t *testing.T) {
 		}
 		f.checkInvariants(t)
 	})
-}
-
-func TestNewPanicsOnIncompleteContract(t *testing.T) {
-	t.Parallel()
-	for _, c := range []jobs.Contract{{Version: "v1"}, {Validate: func(json.RawMessage) error { return nil }}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("New accepted contract %+v", c)
-				}
-			}()
-			jobs.New(nil, jobs.Options{Contracts: map[string]jobs.Contract{"k": c}})
-		}()
-	}
 }
 
 func TestVerifyProvider(t *testing.T) {
@@ -232,7 +219,7 @@ func TestFailoverNeedsVerification(t *testing.T) {
 		// A new contract version invalidates verifications of the old one.
 		opts := f.opts
 		opts.Contracts = map[string]jobs.Contract{kindSummarize: summaryContract("v2")}
-		m2 := jobs.New(f.store, opts)
+		m2 := jobstest.NewManager(t, f.store, opts)
 		j := f.submit(t, "k7", "alpha")
 		_, err := m2.StartAttempt(ctx, j.ID, "beta")
 		var pe *jobs.ProviderUnverifiedError

@@ -190,3 +190,9 @@ func (e *StorageError) Is(target error) bool { return target == ErrStorage }
 // Unwrap returns context.Canceled or context.DeadlineExceeded when the
 // operation was stopped by its context, and nil otherwise.
 func (e *StorageError) Unwrap() error { return e.cause }
+
+// ErrClaimLost is what a Store write presenting a claim token
+// returns when the attempt is no longer claimed with that token: another
+// reconciler took it over once the claim's lease had run out. Nothing was
+// written.
+var ErrClaimLost = errors.New("jobs: the reconciler's claim on the attempt was taken over")

@@ -22,7 +22,10 @@ func (s fixedStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt
 func TestEventsCostNothingWhenUnset(t *testing.T) {
 	ctx := context.Background()
 	st := fixedStore{a: Attempt{ID: "att_1", JobID: "job_1", Provider: "p", State: AttemptFailed}}
-	bare := New(st, Options{})
+	bare, err := New(st, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if n := testing.AllocsPerRun(200, func() {
 		bare.emit(ctx, Event{Type: EventAttemptFailed, JobID: "job_1", AttemptID: "att_1", Reason: "r", Duration: time.Second})
 		bare.emitPurged(ctx, PurgeResult{}, time.Now())
@@ -30,7 +33,10 @@ func TestEventsCostNothingWhenUnset(t *testing.T) {
 		t.Errorf("emit without an observer: %v allocations, want 0", n)
 	}
 	var seen int
-	observed := New(st, Options{Observer: ObserverFunc(func(context.Context, Event) { seen++ })})
+	observed, err := New(st, Options{Observer: ObserverFunc(func(context.Context, Event) { seen++ })})
+	if err != nil {
+		t.Fatal(err)
+	}
 	fail := func(m *Manager) func() {
 		return func() {
 			if _, err := m.Fail(ctx, "att_1", "declined"); err != nil {

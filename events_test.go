@@ -25,7 +25,10 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 			ctx := context.Background()
 			log := &eventRecorder{}
 			clk := jobstest.NewClock(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-			m := jobs.New(sc.open(t), jobs.Options{Observer: log, Now: clk.Now})
+			m, err := jobs.New(sc.open(t), jobs.Options{Observer: log, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
 			must := func(err error) {
 				t.Helper()
 				if err != nil {
@@ -63,7 +66,7 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 				t.Fatalf("second attempt: %v", err)
 			}
 			expect(jobs.EventAttemptRefused, j1.ID, "", "")
-			_, err := m.MarkRunning(ctx, a1.ID, "ch_1")
+			_, err = m.MarkRunning(ctx, a1.ID, "ch_1")
 			must(err)
 			expect(jobs.EventAttemptRunning, j1.ID, a1.ID, "")
 			_, err = m.MarkRunning(ctx, a1.ID, "ch_1") // a retry: no change, no event

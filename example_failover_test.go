@@ -31,7 +31,10 @@ func ExampleManager_VerifyProvider() {
 		}
 		return nil
 	}}
-	m := jobs.New(store, jobs.Options{Logger: discard, Contracts: map[string]jobs.Contract{"summarize": summary}})
+	m, err := jobs.New(store, jobs.Options{Logger: discard, Contracts: map[string]jobs.Contract{"summarize": summary}})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	job, _, _ := m.Submit(ctx, jobs.SubmitRequest{Owner: "u1", Key: "k1", Kind: "summarize",
 		Provider: "model-a", Params: json.RawMessage(`{"url":"https://example.com"}`)})

@@ -21,7 +21,10 @@ func ExampleManager_Purge() {
 	}
 	defer store.Close()
 	clock := jobstest.NewClock(time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC))
-	m := jobs.New(store, jobs.Options{Now: clock.Now, Retention: 24 * time.Hour})
+	m, err := jobs.New(store, jobs.Options{Clock: clock, Retention: 24 * time.Hour})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	req := jobs.SubmitRequest{Owner: "u", Key: "order-42", Kind: "charge", Provider: "acme", Params: json.RawMessage(`{"amount":1200}`)}
 	first, _, _ := m.Submit(ctx, req)

@@ -22,7 +22,10 @@ func ExampleManager_Submit() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	m := jobs.New(store, jobs.Options{})
+	m, err := jobs.New(store, jobs.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	req := jobs.SubmitRequest{
 		Owner: "user-42", Key: "checkout-7f3a", Kind: "charge", Provider: "acme",
@@ -52,7 +55,10 @@ func ExampleManager_Complete() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	m := jobs.New(store, jobs.Options{Hedging: true, Logger: discard})
+	m, err := jobs.New(store, jobs.Options{Hedging: true, Logger: discard})
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	job, _, _ := m.Submit(ctx, jobs.SubmitRequest{Owner: "u", Key: "k", Kind: "summarize", Provider: "model-a", Params: json.RawMessage(`{}`)})
 	a, _ := m.StartAttempt(ctx, job.ID, "")

@@ -1,8 +1,8 @@
 package jobs
 
-// PurgeQuery returns the statement that selects a purge batch in dialect,
+// PurgeStatement returns the statement that selects a purge batch in dialect,
 // for tests that check its plan.
-func PurgeQuery(dialect string) string {
+func PurgeStatement(dialect string) string {
 	if dialect == "postgres" {
 		return qPurgePostgres
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -16,118 +15,9 @@ import (
 	"github.com/intentjobs/jobs/jobstest"
 )
 
-// fakeClock is a jobs.Clock whose time moves only when a test advances it.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  []*fakeTimer
-	changed chan struct{} // closed and replaced whenever the set of timers changes
-}
-
-type fakeTimer struct {
-	c      *fakeClock
-	at     time.Time
-	ch     chan time.Time
-	active bool
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC), changed: make(chan struct{})}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) jobs.Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	t := &fakeTimer{c: c, at: c.now.Add(d), ch: make(chan time.Time, 1), active: true}
-	if d <= 0 {
-		t.active = false
-		t.ch <- c.now
-		return t
-	}
-	c.timers = append(c.timers, t)
-	c.signal()
-	return t
-}
-
-func (c *fakeClock) signal() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	was := t.active
-	t.active = false
-	t.c.prune()
-	t.c.signal()
-	return was
-}
-
-func (c *fakeClock) prune() {
-	live := c.timers[:0]
-	for _, t := range c.timers {
-		if t.active {
-			live = append(live, t)
-		}
-	}
-	c.timers = live
-}
-
-// Advance moves the clock forward by d, firing due timers in time order.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	end := c.now.Add(d)
-	sort.SliceStable(c.timers, func(i, j int) bool { return c.timers[i].at.Before(c.timers[j].at) })
-	for _, t := range c.timers {
-		if t.active && !t.at.After(end) {
-			c.now = t.at
-			t.active = false
-			t.ch <- t.at
-		}
-	}
-	c.now = end
-	c.prune()
-	c.signal()
-}
-
-// waitTimers waits until exactly n timers are pending. Goroutines under
-// test register their timers when they reach a waiting point, so this is
-// how a test knows that they got there. It fails the test after 20 s of
-// real time.
-func (c *fakeClock) waitTimers(t testing.TB, n int) {
-	t.Helper()
-	deadline := time.NewTimer(20 * time.Second)
-	defer deadline.Stop()
-	for {
-		c.mu.Lock()
-		got, ch := len(c.timers), c.changed
-		c.mu.Unlock()
-		if got == n {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			t.Fatalf("waiting for %d pending timers: have %d", n, got)
-		}
-	}
-}
-
-// step waits for n pending timers, then advances the clock by d.
-func (c *fakeClock) step(t testing.TB, n int, d time.Duration) {
-	t.Helper()
-	c.waitTimers(t, n)
-	c.Advance(d)
+// newFakeClock returns the manual clock the failover tests drive.
+func newFakeClock() *jobstest.Clock {
+	return jobstest.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 // fakeProvider is a scripted provider: it acknowledges each call (unless
@@ -294,7 +184,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, sc storeCase)) {
 type fixture struct {
 	store   jobs.Store
 	another func() jobs.Store
-	clock   *fakeClock
+	clock   *jobstest.Clock
 	m       *jobs.Manager
 	ev      *events
 	opts    jobs.Options
@@ -305,17 +195,24 @@ func newFixture(t *testing.T, sc storeCase) *fixture {
 	s, another := sc.open(t)
 	f := &fixture{store: s, another: another, clock: newFakeClock(), ev: &events{}}
 	f.opts = jobs.Options{
-		Now:       f.clock.Now,
+		Clock:     f.clock,
 		Logger:    discard,
 		Observer:  f.ev,
 		Contracts: map[string]jobs.Contract{kindSummarize: summaryContract("v1")},
 	}
-	f.m = jobs.New(s, f.opts)
+	f.m = jobstest.NewManager(t, s, f.opts)
 	return f
 }
 
-// managerOn returns a manager like f.m over another store handle.
-func (f *fixture) managerOn(s jobs.Store) *jobs.Manager { return jobs.New(s, f.opts) }
+// managerOn returns a manager like f.m over another store handle. New
+// accepted f.opts already, for f.m.
+func (f *fixture) managerOn(s jobs.Store) *jobs.Manager {
+	m, err := jobs.New(s, f.opts)
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
 
 func (f *fixture) submit(t *testing.T, key, provider string) jobs.Job {
 	t.Helper()

@@ -76,7 +76,10 @@ func TestMalformedIDsAreNotFound(t *testing.T) {
 		s, _ := sc.open(t)
 		// A contract makes Complete read the attempt's kind first: one more
 		// path an ID travels.
-		m := jobs.New(s, jobs.Options{Logger: discard, Contracts: map[string]jobs.Contract{"k": summaryContract("v1")}})
+		m, err := jobs.New(s, jobs.Options{Logger: discard, Contracts: map[string]jobs.Contract{"k": summaryContract("v1")}})
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx := context.Background()
 		j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: "k", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)})
 		if err != nil {

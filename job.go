@@ -83,8 +83,9 @@ func (m *Manager) Submit(ctx context.Context, req SubmitRequest) (Job, bool, err
 
 // SubmitTx is Submit inside the caller's own transaction (a *sql.Tx or
 // *sqlx.Tx on the store's database): the job exists only if tx commits, so it
-// can be written together with the caller's own rows. The store must implement
-// TxStore; otherwise SubmitTx returns an error matching errors.ErrUnsupported.
+// can be written together with the caller's own rows. A store that cannot
+// write in a caller's transaction (memstore) returns an error matching
+// errors.ErrUnsupported.
 //
 // Concurrent submits of the same key wait on the uncommitted row and then see
 // it, as with Submit. SubmitTx never retries inside tx: when tx conflicts
@@ -101,12 +102,8 @@ func (m *Manager) Submit(ctx context.Context, req SubmitRequest) (Job, bool, err
 // the write lock (the _txlock=immediate connection parameter, as OpenSQLite's
 // handles do) to wait for the lock at BEGIN instead.
 func (m *Manager) SubmitTx(ctx context.Context, tx DBTX, req SubmitRequest) (Job, bool, error) {
-	ts, ok := m.store.(TxStore)
-	if !ok {
-		return Job{}, false, errUnsupported("SubmitTx")
-	}
 	return m.submit(ctx, req, func(ctx context.Context, j Job) (Job, bool, error) {
-		return ts.CreateJobTx(ctx, tx, j)
+		return m.store.CreateJobTx(ctx, tx, j)
 	})
 }
 

@@ -50,7 +50,7 @@ const (
 // errors.ErrUnsupported.
 func (s *SQLStore) NotifyClosed(ctx context.Context, jobID string) (<-chan struct{}, func(), error) {
 	if s.d != postgresDialect {
-		return nil, nil, errUnsupported("NotifyClosed")
+		return nil, nil, fmt.Errorf("jobs: NotifyClosed: the SQLite store cannot notify: %w", errors.ErrUnsupported)
 	}
 	return s.listener.subscribe(ctx, s.db, jobID)
 }

@@ -78,7 +78,10 @@ func TestListenDSNOpensTheListeningConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	m := jobs.New(s, jobs.Options{})
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	j := submitJob(t, m, "listen-dsn")
 	wake, stop, err := s.NotifyClosed(ctx, j.ID)
 	if err != nil {
@@ -156,7 +159,10 @@ func TestNotifyClosedOnADatabaseNotInUTF8(t *testing.T) {
 	if err := s.DB().QueryRowContext(ctx, `SHOW client_encoding`).Scan(&enc); err != nil || enc != "SQL_ASCII" {
 		t.Fatalf("client_encoding %q (%v); want SQL_ASCII", enc, err)
 	}
-	m := jobs.New(s, jobs.Options{})
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	j := submitJob(t, m, "ascii")
 	wake, stop, err := s.NotifyClosed(ctx, j.ID)
 	if err != nil {

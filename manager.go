@@ -2,7 +2,6 @@ package jobs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -18,9 +17,12 @@ const (
 
 // Options configures a Manager. The zero value is ready to use.
 type Options struct {
-	// Now returns the current time. Tests set it to control the clock.
-	// Defaults to time.Now. Times are stored in UTC with microsecond precision.
-	Now func() time.Time
+	// Clock is the time source of the Manager and of the Runners and
+	// Reconcilers built on it: the times stored with jobs and attempts,
+	// silences, deadlines, claims and retention. Tests set a manual one
+	// (jobstest.Clock). Defaults to SystemClock. Times are stored in UTC
+	// with microsecond precision.
+	Clock Clock
 
 	// Logger receives lost races (at warning level) and other notable events.
 	// Defaults to slog.Default().
@@ -51,7 +53,7 @@ type Options struct {
 	// Complete checks a result against its kind's contract before offering
 	// it to the job, and a failover attempt for a kind with a contract needs
 	// a passing verification of its provider (see VerifyProvider). Kinds
-	// without a contract are not checked. New panics on a contract with an
+	// without a contract are not checked. New refuses a contract with an
 	// empty Version or a nil Validate.
 	Contracts map[string]Contract
 
@@ -69,7 +71,6 @@ type Options struct {
 type Manager struct {
 	store  Store
 	opts   Options
-	now    func() time.Time
 	logger *slog.Logger
 	obs    Observer
 
@@ -78,29 +79,52 @@ type Manager struct {
 	deafWarning sync.Once // Wait warns once that notifications cannot reach it
 }
 
-// New returns a Manager over store.
-func New(store Store, opts Options) *Manager {
-	if opts.MaxParamsBytes <= 0 {
+// New returns a Manager over store. It checks opts first: a nil store, a
+// negative limit or timeout, or a contract without a Version or a Validate
+// function, or for a kind no job can have, is an *InputError.
+func New(store Store, opts Options) (*Manager, error) {
+	if store == nil {
+		return nil, invalid("store", "nil")
+	}
+	for _, o := range [...]struct {
+		name string
+		neg  bool
+	}{
+		{"MaxParamsBytes", opts.MaxParamsBytes < 0}, {"MaxResultBytes", opts.MaxResultBytes < 0},
+		{"Retention", opts.Retention < 0}, {"WriteTimeout", opts.WriteTimeout < 0},
+	} {
+		if o.neg {
+			return nil, invalid(o.name, "negative")
+		}
+	}
+	contracts, err := copyContracts(opts.Contracts)
+	if err != nil {
+		return nil, err
+	}
+	if opts.MaxParamsBytes == 0 {
 		opts.MaxParamsBytes = DefaultMaxParamsBytes
 	}
-	if opts.MaxResultBytes <= 0 {
+	if opts.MaxResultBytes == 0 {
 		opts.MaxResultBytes = DefaultMaxResultBytes
 	}
-	if opts.WriteTimeout <= 0 {
+	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = DefaultWriteTimeout
 	}
-	m := &Manager{store: store, opts: opts, logger: opts.Logger, obs: opts.Observer}
-	m.contracts = copyContracts(opts.Contracts)
+	if opts.Clock == nil {
+		opts.Clock = SystemClock
+	}
+	m := &Manager{store: store, opts: opts, logger: opts.Logger, obs: opts.Observer, contracts: contracts}
 	if m.logger == nil {
 		m.logger = slog.Default()
 	}
-	clock := opts.Now
-	if clock == nil {
-		clock = time.Now
-	}
-	m.now = func() time.Time { return clock().UTC().Truncate(time.Microsecond) }
-	return m
+	return m, nil
 }
+
+// now is the Manager's clock's time as stored: UTC, to the microsecond.
+func (m *Manager) now() time.Time { return m.opts.Clock.Now().UTC().Truncate(time.Microsecond) }
+
+// Clock returns the Manager's clock (Options.Clock, or SystemClock).
+func (m *Manager) Clock() Clock { return m.opts.Clock }
 
 // Store returns the store the Manager writes to.
 func (m *Manager) Store() Store { return m.store }
@@ -139,8 +163,4 @@ func (m *Manager) emit(ctx context.Context, e Event) {
 	}
 	e.Time = m.now()
 	m.obs.Observe(ctx, e)
-}
-
-func errUnsupported(op string) error {
-	return fmt.Errorf("jobs: %s: store does not support it: %w", op, errors.ErrUnsupported)
 }

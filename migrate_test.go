@@ -82,8 +82,8 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 			checkMigrationsRecorded(t, stores[0])
 			// All of them work on the one schema.
 			ctx := context.Background()
-			first := submitOK(t, jobs.New(stores[3], jobs.Options{}), chargeReq("u", "k"))
-			again, created, err := jobs.New(stores[7], jobs.Options{}).Submit(ctx, chargeReq("u", "k"))
+			first := submitOK(t, jobstest.NewManager(t, stores[3], jobs.Options{}), chargeReq("u", "k"))
+			again, created, err := jobstest.NewManager(t, stores[7], jobs.Options{}).Submit(ctx, chargeReq("u", "k"))
 			if err != nil || created || again.ID != first.ID {
 				t.Errorf("submit through another store = %s, %v, %v; want %s replayed", again.ID, created, err, first.ID)
 			}
@@ -219,7 +219,10 @@ func TestUpgradeFromSchemaV1(t *testing.T) {
 			ctx := context.Background()
 			s := openUpgraded(t, dialect, writeSchemaV1)
 			checkMigrationsRecorded(t, s)
-			m := jobs.New(s, jobs.Options{})
+			m, err := jobs.New(s, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			done, err := m.Get(ctx, "job_done")
 			if err != nil || done.State != jobs.JobSucceeded || done.CompletedBy != "att_done" || string(done.Result) != `{"ok":true}` {

@@ -23,27 +23,6 @@ const (
 	MaxPurgeBatchSize = 10000
 )
 
-// PurgeStore is implemented by stores that can remove old terminal jobs.
-// *SQLStore implements it on both dialects.
-type PurgeStore interface {
-	// PurgeJobs deletes up to limit jobs, with their attempts, that are
-	// terminal, closed before the cutoff, and whose attempts are all
-	// terminal, oldest first. It must not block, or be blocked for long by,
-	// concurrent writers and other purgers, and must never delete an open
-	// job or a job with an open attempt. It reports what it deleted.
-	PurgeJobs(ctx context.Context, before time.Time, limit int) (PurgeCount, error)
-
-	// CountPurgeable reports what PurgeJobs would delete, without limit, and
-	// writes nothing.
-	CountPurgeable(ctx context.Context, before time.Time) (PurgeCount, error)
-}
-
-// PurgeCount counts jobs and attempts removed (or removable) by a purge.
-type PurgeCount struct {
-	Jobs     int64 `json:"jobs"`
-	Attempts int64 `json:"attempts"`
-}
-
 // PurgeOptions configures Manager.Purge. The zero value purges every job
 // that closed more than DefaultRetention ago.
 type PurgeOptions struct {
@@ -86,17 +65,10 @@ type PurgeResult struct {
 // other. Purge stops when a batch finds fewer jobs than BatchSize, or when
 // ctx ends (returning what was purged so far with the error).
 //
-// The store must implement PurgeStore; otherwise Purge returns an error
-// matching errors.ErrUnsupported.
-//
 // Errors: ErrInvalidInput (negative retention or batch size, a batch size
 // over MaxPurgeBatchSize, or a cutoff outside the years 1 to 9999),
 // ErrStorage.
 func (m *Manager) Purge(ctx context.Context, opts PurgeOptions) (PurgeResult, error) {
-	ps, ok := m.store.(PurgeStore)
-	if !ok {
-		return PurgeResult{}, errUnsupported("Purge")
-	}
 	if err := ctx.Err(); err != nil {
 		return PurgeResult{}, err
 	}
@@ -118,7 +90,7 @@ func (m *Manager) Purge(ctx context.Context, opts PurgeOptions) (PurgeResult, er
 	}
 	start := time.Now()
 	if opts.DryRun {
-		n, err := ps.CountPurgeable(ctx, res.Cutoff)
+		n, err := m.store.PurgeJobs(ctx, PurgeQuery{Before: res.Cutoff, DryRun: true})
 		res.PurgeCount = n
 		res.Duration = time.Since(start)
 		return res, err
@@ -129,7 +101,7 @@ func (m *Manager) Purge(ctx context.Context, opts PurgeOptions) (PurgeResult, er
 			m.emitPurged(ctx, res, start)
 			return res, err
 		}
-		n, err := ps.PurgeJobs(ctx, res.Cutoff, batch)
+		n, err := m.store.PurgeJobs(ctx, PurgeQuery{Before: res.Cutoff, Limit: batch})
 		res.Batches++
 		res.Jobs += n.Jobs
 		res.Attempts += n.Attempts

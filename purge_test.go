@@ -100,7 +100,10 @@ func TestPurgeKeepsWhatIsNotExpired(t *testing.T) {
 			s := sc.open(t)
 			clk := jobstest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
 			log := &eventRecorder{}
-			m := jobs.New(s, jobs.Options{Now: clk.Now, Observer: log})
+			m, err := jobs.New(s, jobs.Options{Clock: clk, Observer: log})
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			// Old jobs, 48 hours before the purge.
 			succeeded := submitOK(t, m, chargeReq("u", "succeeded"))
@@ -210,7 +213,10 @@ func TestPurgedKeyIsANewIntent(t *testing.T) {
 			ctx := context.Background()
 			s := sc.open(t)
 			clk := jobstest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-			m := jobs.New(s, jobs.Options{Now: clk.Now})
+			m, err := jobs.New(s, jobs.Options{Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			old := submitOK(t, m, chargeReq("u", "k"))
 			runToSuccess(t, m, old)
@@ -242,7 +248,10 @@ func TestPurgedKeyIsANewIntent(t *testing.T) {
 func TestPurgeInvalidOptions(t *testing.T) {
 	t.Parallel()
 	s := jobstest.NewSQLite(t)
-	m := jobs.New(s, jobs.Options{})
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	old := submitOK(t, m, chargeReq("u", "k"))
 	if _, err := m.CancelJob(ctx, old.ID, "x"); err != nil {
@@ -264,11 +273,6 @@ func TestPurgeInvalidOptions(t *testing.T) {
 	if err := m.NewPurger(jobs.PurgerOptions{Purge: jobs.PurgeOptions{BatchSize: -1}}).Run(ctx); !errors.Is(err, jobs.ErrInvalidInput) {
 		t.Errorf("Purger.Run with a bad batch size: err = %v, want ErrInvalidInput", err)
 	}
-	// A store without PurgeStore.
-	bare := jobs.New(struct{ jobs.Store }{s}, jobs.Options{})
-	if _, err := bare.Purge(ctx, jobs.PurgeOptions{}); !errors.Is(err, errors.ErrUnsupported) {
-		t.Errorf("Purge on a store without PurgeStore: err = %v, want ErrUnsupported", err)
-	}
 }
 
 // TestPurgeDuringSubmitStorm purges the keys that a crowd of clients keeps
@@ -285,7 +289,10 @@ func TestPurgeDuringSubmitStorm(t *testing.T) {
 
 			// Old, closed jobs: the real clock minus two days.
 			oldClock := jobstest.NewClock(time.Now().Add(-48 * time.Hour))
-			setup := jobs.New(s, jobs.Options{Now: oldClock.Now})
+			setup, err := jobs.New(s, jobs.Options{Clock: oldClock})
+			if err != nil {
+				t.Fatal(err)
+			}
 			oldIDs := map[string]string{}
 			for k := range keys {
 				key := fmt.Sprintf("k%02d", k)
@@ -300,7 +307,10 @@ func TestPurgeDuringSubmitStorm(t *testing.T) {
 			// Old but open: must survive every purge.
 			openOld := submitOK(t, setup, chargeReq("u", "open"))
 
-			m := jobs.New(s, jobs.Options{})
+			m, err := jobs.New(s, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			var (
 				mu      sync.Mutex
 				seen    = map[string]map[string]bool{} // key -> job IDs returned
@@ -397,12 +407,18 @@ func TestConcurrentPurgers(t *testing.T) {
 			ctx := context.Background()
 			s := sc.open(t)
 			const n = 120
-			old := jobs.New(s, jobs.Options{Now: jobstest.NewClock(time.Now().Add(-72 * time.Hour)).Now})
+			old, err := jobs.New(s, jobs.Options{Clock: jobstest.NewClock(time.Now().Add(-72 * time.Hour))})
+			if err != nil {
+				t.Fatal(err)
+			}
 			for i := range n {
 				j := submitOK(t, old, chargeReq("u", fmt.Sprintf("k%03d", i)))
 				runToSuccess(t, old, j)
 			}
-			m := jobs.New(s, jobs.Options{})
+			m, err := jobs.New(s, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			var jobsDone, attemptsDone atomic.Int64
 			var wg sync.WaitGroup
 			start := make(chan struct{})
@@ -441,7 +457,7 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		s := jobstest.NewSQLite(t)
-		plan := explainPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.PurgeQuery("sqlite"), cutoff.UnixMicro(), 10)
+		plan := explainPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.PurgeStatement("sqlite"), cutoff.UnixMicro(), 10)
 		if !strings.Contains(plan, "jobs_closed_at_idx") {
 			t.Errorf("plan does not use jobs_closed_at_idx:\n%s", plan)
 		}
@@ -450,11 +466,14 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 		t.Parallel()
 		s := jobstest.NewPostgres(t)
 		// Fill the table so that the planner has a reason to prefer the index.
-		m := jobs.New(s, jobs.Options{})
+		m, err := jobs.New(s, jobs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range 50 {
 			submitOK(t, m, chargeReq("u", fmt.Sprintf("k%d", i)))
 		}
-		plan := postgresPlan(t, s.DB(), "jobs", jobs.PurgeQuery("postgres"), cutoff, 10)
+		plan := postgresPlan(t, s.DB(), "jobs", jobs.PurgeStatement("postgres"), cutoff, 10)
 		if !strings.Contains(plan, "jobs_closed_at_idx") {
 			t.Errorf("plan does not use jobs_closed_at_idx:\n%s", plan)
 		}
@@ -523,12 +542,15 @@ func TestBackgroundPurger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := jobstest.NewSQLite(t)
-	old := jobs.New(s, jobs.Options{Now: jobstest.NewClock(time.Now().Add(-48 * time.Hour)).Now})
+	old, err := jobs.New(s, jobs.Options{Clock: jobstest.NewClock(time.Now().Add(-48 * time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	j := submitOK(t, old, chargeReq("u", "k"))
 	runToSuccess(t, old, j)
 
 	passes := make(chan jobs.Event, 100)
-	m := jobs.New(s, jobs.Options{Observer: jobs.ObserverFunc(func(_ context.Context, e jobs.Event) {
+	m := jobstest.NewManager(t, s, jobs.Options{Observer: jobs.ObserverFunc(func(_ context.Context, e jobs.Event) {
 		if e.Type == jobs.EventPurged {
 			select {
 			case passes <- e:
@@ -563,7 +585,10 @@ func TestBackgroundPurger(t *testing.T) {
 func TestBackgroundPurgerReportsErrors(t *testing.T) {
 	t.Parallel()
 	s := jobstest.NewSQLite(t)
-	m := jobs.New(s, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
+	m, err := jobs.New(s, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.Close() // every pass now fails
 	errs := make(chan error, 10)
 	stop := m.StartPurger(context.Background(), jobs.PurgerOptions{Interval: time.Millisecond, Jitter: -1,
@@ -586,10 +611,13 @@ func TestManagerRetention(t *testing.T) {
 	ctx := context.Background()
 	s := jobstest.NewSQLite(t)
 	clk := jobstest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	if got := jobs.New(s, jobs.Options{}).Retention(); got != jobs.DefaultRetention {
+	if got := jobstest.NewManager(t, s, jobs.Options{}).Retention(); got != jobs.DefaultRetention {
 		t.Errorf("default Retention() = %v, want %v", got, jobs.DefaultRetention)
 	}
-	m := jobs.New(s, jobs.Options{Now: clk.Now, Retention: 2 * time.Hour})
+	m, err := jobs.New(s, jobs.Options{Clock: clk, Retention: 2 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if got := m.Retention(); got != 2*time.Hour {
 		t.Errorf("Retention() = %v, want 2h", got)
 	}
@@ -620,12 +648,18 @@ func TestPurgeDuringRetriedCompletes(t *testing.T) {
 			ctx := context.Background()
 			s := sc.open(t)
 			const n = 30
-			old := jobs.New(s, jobs.Options{Now: jobstest.NewClock(time.Now().Add(-48 * time.Hour)).Now})
+			old, err := jobs.New(s, jobs.Options{Clock: jobstest.NewClock(time.Now().Add(-48 * time.Hour))})
+			if err != nil {
+				t.Fatal(err)
+			}
 			winners := make([]string, n)
 			for i := range n {
 				winners[i] = runToSuccess(t, old, submitOK(t, old, chargeReq("u", fmt.Sprintf("k%02d", i)))).ID
 			}
-			m := jobs.New(s, jobs.Options{})
+			m, err := jobs.New(s, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			var wg sync.WaitGroup
 			start := make(chan struct{})
 			for w := range 4 {

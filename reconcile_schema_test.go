@@ -50,7 +50,10 @@ func TestUpgradeFromSchemaV2ReconcilesOldAttempts(t *testing.T) {
 			checkMigrationsRecorded(t, s)
 			ev := &events{}
 			now := time.Date(2025, 6, 2, 0, 0, 0, 0, time.UTC)
-			m := jobs.New(s, jobs.Options{Now: func() time.Time { return now }, Logger: discard, Observer: ev})
+			m, err := jobs.New(s, jobs.Options{Clock: jobstest.NewClock(now), Logger: discard, Observer: ev})
+			if err != nil {
+				t.Fatal(err)
+			}
 			stripe := &fakeProvider{name: "stripe"}
 			stripe.setOutcome("att_doubt", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"ok":true}`)})
 			rec := &jobs.Reconciler{Manager: m, Providers: map[string]jobs.Provider{"stripe": stripe}}
@@ -88,7 +91,10 @@ func TestStaleAttemptsUsesStaleIndex(t *testing.T) {
 		t.Parallel()
 		s := jobstest.NewPostgres(t)
 		ctx := context.Background()
-		m := jobs.New(s, jobs.Options{})
+		m, err := jobs.New(s, jobs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := range 50 {
 			j := submitOK(t, m, chargeReq("u", fmt.Sprintf("k%d", i)))
 			if _, err := m.StartAttempt(ctx, j.ID, ""); err != nil {

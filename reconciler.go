@@ -17,71 +17,6 @@ const (
 	DefaultReconcileSize = 100
 )
 
-// ErrClaimLost is what a ReconcileStore write presenting a claim token
-// returns when the attempt is no longer claimed with that token: another
-// reconciler took it over once the claim's lease had run out. Nothing was
-// written.
-var ErrClaimLost = errors.New("jobs: the reconciler's claim on the attempt was taken over")
-
-// StaleQuery is the input of ReconcileStore.StaleAttempts.
-type StaleQuery struct {
-	UnknownBefore time.Time // unknown attempts last updated before this
-	OpenBefore    time.Time // starting and running attempts last updated before this
-
-	// UnclaimedAt, if not zero, leaves out the attempts whose claim lasts
-	// beyond it: those a reconciler is examining. Zero lists them too.
-	UnclaimedAt time.Time
-
-	Limit int
-}
-
-// AttemptClaim is the input of ReconcileStore.ClaimAttempt and RenewClaim.
-type AttemptClaim struct {
-	ID        string
-	State     AttemptState // as read by StaleAttempts
-	UpdatedAt time.Time    // as read by StaleAttempts
-	Token     string       // names the claim; the writes that resolve the attempt present it
-	At        time.Time    // when the claim is taken: a claim lasting beyond At holds
-	Until     time.Time    // when the claim's lease ends
-}
-
-// ReconcileStore is implemented by stores that can find and claim attempts
-// for a Reconciler. *SQLStore implements it on both dialects; the
-// conformance suite in package jobstest proves an implementation.
-//
-// A reconciler claims an attempt before it asks the provider about it. The
-// claim is a token and a lease (until AttemptClaim.Until). While the lease
-// runs nobody else can claim the attempt, and StaleAttempts leaves it out;
-// once it has run out, another reconciler may take the attempt over with a
-// claim of its own. The reconciler records what it learned with writes that
-// present its token (AttemptUpdate.ClaimToken, Completion.ClaimToken and
-// RenewClaim): once the attempt is claimed with another token, such a write
-// is refused with ErrClaimLost and writes nothing, so that an attempt is
-// resolved once however long a lookup took. Writes without a token, a
-// runner's own Complete, Fail or MarkUnknown, ignore claims: a real result
-// is always welcome.
-type ReconcileStore interface {
-	// StaleAttempts returns up to q.Limit attempts that are unknown and
-	// were last updated before q.UnknownBefore, or starting or running and
-	// last updated before q.OpenBefore, least recently updated first; when
-	// q.UnclaimedAt is not zero, only those not claimed beyond it.
-	StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, error)
-
-	// ClaimAttempt claims the attempt c.ID with c.Token until c.Until, if
-	// it is still open, in state c.State and last updated at c.UpdatedAt
-	// (as StaleAttempts read it), and not claimed beyond c.At. It returns
-	// the attempt and true if it did, or false, having written nothing.
-	// Of several reconcilers racing for one attempt, exactly one claims it.
-	ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt, bool, error)
-
-	// RenewClaim moves the end of the claim c.Token on attempt c.ID to
-	// c.Until, sooner or later, if the attempt is still claimed with that
-	// token, and reports whether it was; if not, it writes nothing. A
-	// reconciler that learned nothing final uses it to set when the attempt
-	// is looked at next. It reads only c.ID, c.Token and c.Until.
-	RenewClaim(ctx context.Context, c AttemptClaim) (bool, error)
-}
-
 // Reconciler is the out-of-band process that resolves attempts in doubt:
 // unknown ones, and starting or running ones nobody has touched for
 // StaleAfter (their worker crashed). It asks each attempt's provider what
@@ -99,7 +34,7 @@ type ReconcileStore interface {
 // its outcome with Complete, Fail or Cancel.
 //
 // Several reconcilers may run at once, in one process or many. Each claims
-// an attempt before asking its provider (see ReconcileStore), for a lease of
+// an attempt before asking its provider (see Store), for a lease of
 // LookupTimeout plus twice the Manager's WriteTimeout, counted from the
 // moment it takes the claim: long enough for the claim's write, the lookup
 // and the write that records the answer, so that a live reconciler always
@@ -133,10 +68,6 @@ type Reconciler struct {
 	// BatchSize is how many attempts one pass examines at most. Defaults
 	// to DefaultReconcileSize.
 	BatchSize int
-
-	// Clock paces Run. Ages and leases are measured with the Manager's
-	// clock (Options.Now), the one attempts are stamped with.
-	Clock Clock
 
 	// Logger defaults to the Manager's.
 	Logger *slog.Logger
@@ -178,19 +109,15 @@ type claim struct {
 }
 
 // ReconcileOnce examines up to BatchSize stale attempts once.
-// Errors: errors.ErrUnsupported (the store does not implement
-// ReconcileStore), ErrStorage. Problems with single attempts are in the
-// report's Errors.
+// Errors: ErrStorage. Problems with single attempts are in the report's
+// Errors.
 func (r *Reconciler) ReconcileOnce(ctx context.Context) (ReconcileReport, error) {
 	var rep ReconcileReport
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
 	m := r.Manager
-	rs, ok := m.store.(ReconcileStore)
-	if !ok {
-		return rep, errUnsupported("ReconcileOnce")
-	}
+	rs := m.store
 	now := m.now()
 	batch := r.BatchSize
 	if batch <= 0 {
@@ -229,10 +156,7 @@ func (r *Reconciler) Run(ctx context.Context, every time.Duration) error {
 	if every <= 0 {
 		return invalid("every", "not positive")
 	}
-	clock := r.Clock
-	if clock == nil {
-		clock = SystemClock
-	}
+	clock := r.Manager.opts.Clock
 	for {
 		rep, err := r.ReconcileOnce(ctx)
 		if err != nil && ctx.Err() == nil {
@@ -273,7 +197,7 @@ func (r *Reconciler) lease() time.Duration {
 
 // claim claims a, stale as listed, stamping the lease with the time the
 // claim is taken.
-func (r *Reconciler) claim(ctx context.Context, rs ReconcileStore, a Attempt) (claim, bool, error) {
+func (r *Reconciler) claim(ctx context.Context, rs Store, a Attempt) (claim, bool, error) {
 	m := r.Manager
 	wctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
 	defer cancel()
@@ -288,7 +212,7 @@ func (r *Reconciler) claim(ctx context.Context, rs ReconcileStore, a Attempt) (c
 
 // resolve asks the provider of the claimed attempt what became of it and
 // records the answer, presenting the claim's token.
-func (r *Reconciler) resolve(ctx context.Context, rs ReconcileStore, c claim, rep *ReconcileReport) {
+func (r *Reconciler) resolve(ctx context.Context, rs Store, c claim, rep *ReconcileReport) {
 	a := c.a
 	recheck := orDefault(r.RecheckAfter, DefaultRecheckAfter)
 	p := r.Providers[a.Provider]
@@ -338,7 +262,7 @@ func lookupKey(a Attempt) string {
 
 // postpone sets the claim to end d from now, when the attempt is looked at
 // again, and reports whether the claim still held.
-func (r *Reconciler) postpone(ctx context.Context, rs ReconcileStore, c claim, d time.Duration, rep *ReconcileReport) bool {
+func (r *Reconciler) postpone(ctx context.Context, rs Store, c claim, d time.Duration, rep *ReconcileReport) bool {
 	m := r.Manager
 	wctx, cancel := m.writeContext(ctx)
 	defer cancel()

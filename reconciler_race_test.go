@@ -204,7 +204,7 @@ func raceReconcilers(ctx context.Context, recs []*jobs.Reconciler) (resolved map
 // the attempt.
 func (f *fixture) unknownAfterTimeout(t *testing.T, p *heldProvider, j jobs.Job) jobs.Attempt {
 	t.Helper()
-	r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": p}, AttemptTimeout: time.Minute, Clock: f.clock}
+	r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": p}, AttemptTimeout: time.Minute}
 	return f.runUntilUnknown(t, r, j.ID, 1)
 }
 
@@ -329,7 +329,7 @@ func TestReconcilerLateAnswerAfterTakeoverIsRefused(t *testing.T) {
 					}
 				}
 				// Nothing runs the intent again: the job is done, or still in doubt.
-				r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": p}, Clock: f.clock}
+				r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": p}}
 				if job.State == jobs.JobSucceeded || got.State.Open() {
 					if _, err := r.Run(ctx, j.ID); err != nil && !errors.Is(err, jobs.ErrAttemptInFlight) {
 						t.Errorf("Run = %v", err)

@@ -121,7 +121,7 @@ func (f *fixture) ackLostRunner() (*fakeProvider, *jobs.Runner) {
 func (f *fixture) runUntilUnknown(t *testing.T, r *jobs.Runner, jobID string, timers int) jobs.Attempt {
 	t.Helper()
 	wait := runAsync(context.Background(), r, jobID)
-	f.clock.step(t, timers, r.AttemptTimeout)
+	f.clock.Step(t, timers, r.AttemptTimeout)
 	var inFlight *jobs.AttemptInFlightError
 	if _, err := wait(t); !errors.As(err, &inFlight) || inFlight.State != jobs.AttemptUnknown {
 		t.Fatalf("Run = %v, want ErrAttemptInFlight naming an unknown attempt", err)
@@ -358,14 +358,14 @@ func TestReconcilerRunEveryTick(t *testing.T) {
 		defer cancel()
 		alpha := &fakeProvider{name: "alpha", clock: f.clock}
 		rec := &jobs.Reconciler{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": alpha},
-			StaleAfter: time.Minute, Clock: f.clock}
+			StaleAfter: time.Minute}
 		if err := rec.Run(ctx, 0); !errors.Is(err, jobs.ErrInvalidInput) {
 			t.Errorf("Run(0) = %v", err)
 		}
 		done := make(chan error, 1)
 		go func() { done <- rec.Run(ctx, 30*time.Second) }()
 
-		f.clock.waitTimers(t, 1) // first pass done, nothing to do
+		f.clock.WaitTimers(t, 1) // first pass done, nothing to do
 		j := f.submit(t, "k", "alpha")
 		a, err := f.m.StartAttempt(context.Background(), j.ID, "")
 		if err != nil {
@@ -373,9 +373,9 @@ func TestReconcilerRunEveryTick(t *testing.T) {
 		}
 		alpha.setOutcome(a.ProviderKey(), jobs.Outcome{State: jobs.OutcomeNotFound})
 		for range 4 { // 2 minutes: stale
-			f.clock.step(t, 1, 30*time.Second)
+			f.clock.Step(t, 1, 30*time.Second)
 		}
-		f.clock.waitTimers(t, 1)
+		f.clock.WaitTimers(t, 1)
 		if got, _ := f.m.Attempt(context.Background(), a.ID); got.State != jobs.AttemptCancelled {
 			t.Errorf("attempt %s after Run's passes, want cancelled", got.State)
 		}

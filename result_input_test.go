@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // nested returns a number inside depth arrays: [[…[1]…]].
@@ -53,7 +54,10 @@ var storableResults = []struct{ name, result string }{
 func TestCompleteRefusesUnstorableResultWritingNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		s, _ := sc.open(t)
-		m := jobs.New(s, jobs.Options{Logger: discard, MaxResultBytes: 4096})
+		m, err := jobs.New(s, jobs.Options{Logger: discard, MaxResultBytes: 4096})
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx := context.Background()
 		start := func(t *testing.T, key string) (jobs.Job, jobs.Attempt) {
 			t.Helper()
@@ -119,13 +123,13 @@ func TestRunnerFailsAttemptWithUnstorableResult(t *testing.T) {
 		f := newFixture(t, sc)
 		opts := f.opts
 		opts.MaxResultBytes = 4096
-		f.m = jobs.New(f.store, opts)
+		f.m = jobstest.NewManager(t, f.store, opts)
 		for _, tt := range unstorableResults {
 			alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Second, result: json.RawMessage(tt.result)}
-			r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": alpha}, AttemptTimeout: time.Minute, Clock: f.clock}
+			r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": alpha}, AttemptTimeout: time.Minute}
 			j := f.submit(t, "k-"+tt.name, "alpha")
 			wait := runAsync(context.Background(), r, j.ID)
-			f.clock.step(t, 2, time.Second) // alpha's deadline and delay
+			f.clock.Step(t, 2, time.Second) // alpha's deadline and delay
 			got, err := wait(t)
 			if !errors.Is(err, jobs.ErrNoProviderLeft) {
 				t.Errorf("%s: Run: %v (job %s); want ErrNoProviderLeft", tt.name, err, got.State)

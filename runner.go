@@ -87,9 +87,6 @@ type Runner struct {
 	// provider may have done the work.
 	AbandonLosers bool
 
-	// Clock drives silences and deadlines. Defaults to SystemClock.
-	Clock Clock
-
 	// Logger defaults to the Manager's.
 	Logger *slog.Logger
 }
@@ -147,10 +144,7 @@ func (r *Runner) Run(ctx context.Context, jobID string) (Job, error) {
 	if timeout <= 0 {
 		timeout = DefaultAttemptTimeout
 	}
-	clock := r.Clock
-	if clock == nil {
-		clock = SystemClock
-	}
+	clock := m.opts.Clock
 	logger := r.Logger
 	if logger == nil {
 		logger = m.logger

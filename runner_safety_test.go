@@ -131,14 +131,18 @@ func (f *fixture) withHooks() *hooks {
 		f.ev.Observe(ctx, e)
 		h.Observe(ctx, e)
 	})
-	f.m = jobs.New(f.store, opts)
+	m, err := jobs.New(f.store, opts)
+	if err != nil {
+		panic(err) // f.opts passed New already
+	}
+	f.m = m
 	return h
 }
 
 // runnerOver returns a runner over the given providers with f's clock, a
 // minute per attempt, and fallbacks in order.
 func (f *fixture) runnerOver(providers map[string]jobs.Provider, fallbacks ...string) *jobs.Runner {
-	return &jobs.Runner{Manager: f.m, Providers: providers, Fallbacks: fallbacks, AttemptTimeout: time.Minute, Clock: f.clock}
+	return &jobs.Runner{Manager: f.m, Providers: providers, Fallbacks: fallbacks, AttemptTimeout: time.Minute}
 }
 
 // startRefusingStore is a store whose CreateAttempt fails with a storage
@@ -183,7 +187,7 @@ func TestRunnerRecordsAcknowledgementThatArrivesAsTheCallEnds(t *testing.T) {
 			<-c.ctx.Done()
 		}, context.Canceled, "caller cancelled"},
 		{"the deadline passes first, and the attempt is unknown", func(t *testing.T, f *fixture, c *scriptedCall, _ context.CancelFunc, unknown <-chan struct{}) {
-			f.clock.step(t, 1, time.Minute) // the attempt's deadline
+			f.clock.Step(t, 1, time.Minute) // the attempt's deadline
 			<-c.ctx.Done()
 			waitFor(t, unknown, "the attempt to be marked unknown")
 		}, jobs.ErrAttemptInFlight, "no result within"},
@@ -420,7 +424,7 @@ func TestRunnerOnAJobClosedMeanwhile(t *testing.T) {
 				wait := runAsync(context.Background(), r, j.ID)
 				a := alpha.next(t)
 				a.acknowledge(t, "alpha-ref")
-				f.clock.step(t, 2, 10*time.Second) // the hedge timer and alpha's deadline: the silence passes
+				f.clock.Step(t, 2, 10*time.Second) // the hedge timer and alpha's deadline: the silence passes
 				b := beta.next(t)
 				b.acknowledge(t, "beta-ref")
 				if _, err := f.m.CancelJob(context.Background(), j.ID, "the user gave up"); err != nil {
@@ -460,7 +464,7 @@ func TestRunnerOnAJobClosedMeanwhile(t *testing.T) {
 				if got, _ := f.m.Get(context.Background(), j.ID); got.State != jobs.JobCancelled || got.Result != nil {
 					t.Errorf("job %s with %s, want cancelled without a result", got.State, got.Result)
 				}
-				f.clock.waitTimers(t, 0)
+				f.clock.WaitTimers(t, 0)
 				f.checkInvariants(t)
 			})
 		}

@@ -24,7 +24,6 @@ func (f *fixture) newRunner(alpha, beta *fakeProvider) *jobs.Runner {
 		Providers:      map[string]jobs.Provider{"alpha": alpha, "beta": beta},
 		Fallbacks:      []string{"beta"},
 		AttemptTimeout: time.Minute,
-		Clock:          f.clock,
 	}
 }
 
@@ -41,9 +40,9 @@ func TestRunnerHedgeRaceLaterStartEarlierFinishWins(t *testing.T) {
 		j := f.submit(t, "race", "alpha")
 
 		wait := runAsync(context.Background(), r, j.ID)
-		f.clock.step(t, 3, 10*time.Second) // hedge timer, A's deadline, A's provider delay
-		f.clock.step(t, 4, 5*time.Second)  // + B's deadline and delay, - hedge timer: B returns at 15 s
-		f.clock.step(t, 2, 15*time.Second) // A's delay and deadline remain: A returns at 30 s
+		f.clock.Step(t, 3, 10*time.Second) // hedge timer, A's deadline, A's provider delay
+		f.clock.Step(t, 4, 5*time.Second)  // + B's deadline and delay, - hedge timer: B returns at 15 s
+		f.clock.Step(t, 2, 15*time.Second) // A's delay and deadline remain: A returns at 30 s
 		got, err := wait(t)
 		if err != nil {
 			t.Fatalf("Run: %v", err)
@@ -95,8 +94,8 @@ func TestRunnerOffContractResultFailsOver(t *testing.T) {
 			r := f.newRunner(alpha, beta)
 			j := f.submit(t, "k-"+tt.name, "alpha")
 			wait := runAsync(context.Background(), r, j.ID)
-			f.clock.step(t, 2, time.Second) // alpha: deadline + delay
-			f.clock.step(t, 2, time.Second) // beta
+			f.clock.Step(t, 2, time.Second) // alpha: deadline + delay
+			f.clock.Step(t, 2, time.Second) // beta
 			got, err := wait(t)
 			if err != nil {
 				t.Fatalf("%s: Run: %v", tt.name, err)
@@ -134,7 +133,7 @@ func TestRunnerRefusesUnverifiedFallback(t *testing.T) {
 			r := f.newRunner(alpha, beta)
 			j := f.submit(t, "k"+verified, "alpha")
 			wait := runAsync(context.Background(), r, j.ID)
-			f.clock.step(t, 2, time.Second)
+			f.clock.Step(t, 2, time.Second)
 			got, err := wait(t)
 			if !errors.Is(err, jobs.ErrNoProviderLeft) || !strings.Contains(err.Error(), "beta: not verified") {
 				t.Fatalf("Run = %v, %v; want ErrNoProviderLeft naming beta", got.State, err)
@@ -165,8 +164,8 @@ func TestRunnerDefinitiveErrorMovesOn(t *testing.T) {
 		r := f.newRunner(alpha, beta)
 		j := f.submit(t, "k", "alpha")
 		wait := runAsync(context.Background(), r, j.ID)
-		f.clock.step(t, 2, time.Second)
-		f.clock.step(t, 2, time.Second)
+		f.clock.Step(t, 2, time.Second)
+		f.clock.Step(t, 2, time.Second)
 		_, err := wait(t)
 		if !errors.Is(err, jobs.ErrNoProviderLeft) || !strings.Contains(err.Error(), "quota") {
 			t.Fatalf("Run = %v", err)
@@ -203,7 +202,7 @@ func TestRunnerTimeoutLeavesUnknownUntilReconciled(t *testing.T) {
 		ctx := context.Background()
 
 		wait := runAsync(ctx, r, j.ID)
-		f.clock.step(t, 2, 30*time.Second)
+		f.clock.Step(t, 2, 30*time.Second)
 		_, err := wait(t)
 		var inFlight *jobs.AttemptInFlightError
 		if !errors.As(err, &inFlight) || inFlight.State != jobs.AttemptUnknown {
@@ -260,7 +259,7 @@ func TestRunnerCallerCancelCancelsCalls(t *testing.T) {
 		j := f.submit(t, "k", "alpha")
 		ctx, cancel := context.WithCancel(context.Background())
 		wait := runAsync(ctx, r, j.ID)
-		f.clock.waitTimers(t, 2)
+		f.clock.WaitTimers(t, 2)
 		cancel()
 		_, err := wait(t)
 		if !errors.Is(err, context.Canceled) {
@@ -273,7 +272,7 @@ func TestRunnerCallerCancelCancelsCalls(t *testing.T) {
 		if !slices.Equal(states(as), []string{"alpha=unknown"}) || !strings.Contains(as[0].Reason, "cancel") {
 			t.Errorf("attempts %v (%q)", states(as), as[0].Reason)
 		}
-		f.clock.waitTimers(t, 0) // every timer stopped
+		f.clock.WaitTimers(t, 0) // every timer stopped
 		f.checkInvariants(t)
 	})
 }
@@ -291,8 +290,8 @@ func TestRunnerAbandonLosers(t *testing.T) {
 		r.AbandonLosers = true
 		j := f.submit(t, "k", "alpha")
 		wait := runAsync(context.Background(), r, j.ID)
-		f.clock.step(t, 3, 10*time.Second)
-		f.clock.step(t, 4, 5*time.Second)
+		f.clock.Step(t, 3, 10*time.Second)
+		f.clock.Step(t, 4, 5*time.Second)
 		got, err := wait(t)
 		if err != nil || string(got.Result) != goodB {
 			t.Fatalf("Run = %s, %v", got.Result, err)
@@ -301,7 +300,7 @@ func TestRunnerAbandonLosers(t *testing.T) {
 		if !slices.Equal(states(as), []string{"alpha=cancelled", "beta=succeeded"}) || !strings.Contains(as[0].Reason, as[1].ID) {
 			t.Errorf("attempts %v (%q)", states(as), as[0].Reason)
 		}
-		f.clock.waitTimers(t, 0)
+		f.clock.WaitTimers(t, 0)
 		f.checkInvariants(t)
 	})
 }
@@ -322,9 +321,9 @@ func TestRunnerTimeoutWhileHedgeStarting(t *testing.T) {
 		ctx := context.Background()
 
 		wait := runAsync(ctx, r, j.ID)
-		f.clock.step(t, 3, 10*time.Second) // t=10: hedge on beta, which never acknowledges
-		f.clock.step(t, 4, 20*time.Second) // t=30: alpha's deadline, while beta is starting
-		f.clock.step(t, 2, 10*time.Second) // t=40: beta's deadline
+		f.clock.Step(t, 3, 10*time.Second) // t=10: hedge on beta, which never acknowledges
+		f.clock.Step(t, 4, 20*time.Second) // t=30: alpha's deadline, while beta is starting
+		f.clock.Step(t, 2, 10*time.Second) // t=40: beta's deadline
 		_, err := wait(t)
 		var inFlight *jobs.AttemptInFlightError
 		if !errors.As(err, &inFlight) {

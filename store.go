@@ -7,34 +7,69 @@ import (
 	"time"
 )
 
-// Store persists jobs and attempts. The Manager validates input, builds IDs
-// and fingerprints and interprets the answers; a Store only persists, and
-// enforces the invariants atomically, in its database, also against
-// concurrent callers in other processes:
+// Store persists jobs, attempts and verifications. It is the whole contract
+// between the Manager and a database: the Manager validates input, builds
+// IDs and fingerprints, runs the state machines and interprets the answers;
+// a Store only persists, and enforces the invariants atomically in its
+// database, also against concurrent callers in other processes:
 //
 //   - at most one job per (Owner, Key);
 //   - at most one attempt per job starting or unknown at any time, and no
 //     new attempt while one is, nor while one is running unless hedging was
 //     asked for, nor on a terminal job;
-//   - a job is completed by at most one attempt, through a compare-and-swap on
-//     its version;
+//   - a job is completed by at most one attempt, through a compare-and-swap
+//     on its version (see cas.go);
+//   - a terminal attempt or job never changes again;
 //   - every method takes full effect or none.
 //
-// Each method's comment names the errors it must return. Errors of the
-// database itself are returned as *StorageError. The conformance suite in
-// package jobstest checks an implementation against this contract.
+// Each method's comment names the errors it must return; errors of the
+// database itself are returned as *StorageError, and no driver error type
+// may reach the caller. A method the store cannot offer (CreateJobTx on a
+// store without transactions of the caller's) returns an error matching
+// errors.ErrUnsupported; every other method is required, since the Manager,
+// the Runner, the Reconciler and Purge rely on it.
+//
+// PostgresStore and SQLiteStore implement it; package memstore is a small
+// in-memory implementation to copy from, and package jobstest is the
+// conformance suite that proves an implementation.
 type Store interface {
-	// CreateJob stores j (ID, Owner, Key, Kind, Provider, Params, Fingerprint,
-	// CreatedAt set; State pending, Version 1) unless a job with the same
-	// Owner and Key exists. It returns the stored job and created == true, or
-	// the existing job and created == false, having written nothing.
+	// Jobs.
+
+	// CreateJob stores j (ID, Owner, Key, Kind, Provider, Params,
+	// Fingerprint and CreatedAt set; State pending, Version 1) unless a job
+	// with the same Owner and Key exists. It returns the stored job and
+	// created == true, or the existing job and created == false, having
+	// written nothing. Of concurrent calls with one Owner and Key, exactly
+	// one creates the job and all return it.
 	CreateJob(ctx context.Context, j Job) (job Job, created bool, err error)
+
+	// CreateJobTx is CreateJob inside tx, a transaction the caller owns on
+	// the store's database: the job exists only if tx commits. A conflict
+	// with a concurrent transaction that tx cannot survive is a
+	// *StorageError of kind StorageConflict (the caller rolls back and runs
+	// its transaction again). Stores without such transactions return an
+	// error matching errors.ErrUnsupported.
+	CreateJobTx(ctx context.Context, tx DBTX, j Job) (job Job, created bool, err error)
 
 	// Job returns the job with the given ID, or ErrNotFound.
 	Job(ctx context.Context, id string) (Job, error)
 
 	// JobByKey returns the job bound to owner and key, or ErrNotFound.
 	JobByKey(ctx context.Context, owner, key string) (Job, error)
+
+	// ListJobs returns up to limit jobs with IDs greater than afterID, in
+	// ID order (which is creation order), for operators' tools, sweeps and
+	// invariant checks.
+	ListJobs(ctx context.Context, afterID string, limit int) ([]Job, error)
+
+	// CloseJob moves an open (pending or running) job to c.To, failed or
+	// cancelled, with Version+1, c.Reason and ClosedAt. For JobFailed it
+	// refuses with an *AttemptInFlightError while any attempt is starting,
+	// running or unknown. A terminal job is refused with a *JobClosedError
+	// carrying its state. ErrNotFound if there is no such job.
+	CloseJob(ctx context.Context, c JobClose) (Job, error)
+
+	// Attempts.
 
 	// Attempt returns the attempt with the given ID, or ErrNotFound.
 	Attempt(ctx context.Context, id string) (Attempt, error)
@@ -43,14 +78,14 @@ type Store interface {
 	// there is no such job.
 	Attempts(ctx context.Context, jobID string) ([]Attempt, error)
 
-	// CreateAttempt records a new attempt in state starting, with Seq one more
-	// than the job's previous attempt, BaseVersion the job's current version
-	// and Provider the job's provider when a.Provider is empty, and moves a
-	// pending job to running. It refuses, writing nothing, with:
+	// CreateAttempt records a new attempt in state starting, with Seq one
+	// more than the job's previous attempt, BaseVersion the job's current
+	// version and Provider the job's provider when a.Provider is empty, and
+	// moves a pending job to running. It refuses, writing nothing, with:
 	//   - ErrNotFound if the job does not exist;
 	//   - a *JobClosedError if the job is terminal;
-	//   - an *AttemptInFlightError naming the blocking attempt if any attempt
-	//     is starting or unknown, or running while a.Hedge is false.
+	//   - an *AttemptInFlightError naming the blocking attempt if any
+	//     attempt is starting or unknown, or running while a.Hedge is false.
 	CreateAttempt(ctx context.Context, a NewAttempt) (Attempt, error)
 
 	// UpdateAttempt moves the attempt u.ID to u.To if its state is one of
@@ -59,43 +94,83 @@ type Store interface {
 	// unknown attempt that learns its provider reference late stays unknown
 	// (From [unknown], To unknown, ProviderRef set).
 	//
-	// A recorded provider reference never changes: when u.ProviderRef is not
-	// empty, the attempt must have none yet. If the attempt is in another
-	// state, or already has a reference, it writes nothing and returns the
-	// attempt as stored together with a *TransitionError. Moving to unknown
-	// while another attempt of the job is starting or unknown writes nothing
-	// and returns an *AttemptInFlightError naming it: at most one attempt per
-	// job is in doubt at any time. ErrNotFound if there is no such attempt.
-	// With u.ClaimToken set (a reconciler's write), an attempt no longer
-	// claimed with that token is left as it is and returned with an error
-	// matching ErrClaimLost, whatever its state. All of it is one atomic step,
-	// also against concurrent callers.
+	// A recorded provider reference never changes: when u.ProviderRef is
+	// not empty, the attempt must have none yet. If the attempt is in
+	// another state, or already has a reference, it writes nothing and
+	// returns the attempt as stored with a *TransitionError. Moving to
+	// unknown while another attempt of the job is starting or unknown
+	// writes nothing and returns an *AttemptInFlightError naming it: at most
+	// one attempt per job is in doubt at any time. With u.ClaimToken set (a
+	// reconciler's write), an attempt no longer claimed with that token is
+	// left as it is and returned with an error matching ErrClaimLost,
+	// whatever its state. ErrNotFound if there is no such attempt.
 	UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error)
 
-	// CompleteAttempt offers c.Result for the attempt's job. If the attempt is
-	// starting, running or unknown and its job is running, uncompleted and at
-	// the attempt's BaseVersion, the job becomes succeeded with the result,
-	// CompletedBy the attempt and Version+1, and the attempt succeeded.
-	// Otherwise, for an open attempt, the result is stored nowhere and:
-	//   - if another attempt completed the job, this one becomes lost and the
-	//     error is a *LostRaceError naming the winner;
-	//   - if the job was closed without a winner, this one becomes cancelled
-	//     and the error is a *JobClosedError.
+	// CompleteAttempt offers c.Result for the attempt's job: the
+	// compare-and-swap of cas.go. If the attempt is starting, running or
+	// unknown and its job is running, uncompleted and at the attempt's
+	// BaseVersion, the job becomes succeeded with the result, CompletedBy
+	// the attempt and Version+1, and the attempt succeeded. Otherwise, for
+	// an open attempt, the result is stored nowhere and:
+	//   - if another attempt completed the job, this one becomes lost and
+	//     the error is a *LostRaceError naming the winner;
+	//   - if the job was closed without a winner, this one becomes
+	//     cancelled and the error is a *JobClosedError.
 	// It returns the job and the attempt as they are after the call. If the
-	// attempt is not open it writes nothing and returns both as stored with a
-	// *TransitionError. ErrNotFound if there is no such attempt. With
-	// c.ClaimToken set (a reconciler's write, only ever sent to a
-	// ReconcileStore), an attempt no longer claimed with that token is left
-	// as it is, and so is its job, both returned as stored with an error
-	// matching ErrClaimLost. All of it is one atomic step.
+	// attempt is not open it writes nothing and returns both as stored with
+	// a *TransitionError. With c.ClaimToken set, an attempt no longer
+	// claimed with that token is left as it is, and so is its job, both
+	// returned as stored with an error matching ErrClaimLost. ErrNotFound if
+	// there is no such attempt.
 	CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error)
 
-	// CloseJob moves an open (pending or running) job to c.To, failed or
-	// cancelled, with Version+1, c.Reason and ClosedAt. For JobFailed it
-	// refuses with an *AttemptInFlightError while any attempt is starting,
-	// running or unknown. A terminal job is refused with a *JobClosedError
-	// carrying its state. ErrNotFound if there is no such job.
-	CloseJob(ctx context.Context, c JobClose) (Job, error)
+	// Reconciliation. A reconciler claims an attempt before it asks the
+	// provider about it: a token and a lease (until AttemptClaim.Until).
+	// While the lease runs nobody else can claim the attempt; once it has
+	// run out another reconciler may take the attempt over with a claim of
+	// its own. The reconciler's writes present its token (ClaimToken in
+	// AttemptUpdate and Completion, and RenewClaim); once the attempt is
+	// claimed with another token they are refused with ErrClaimLost, so an
+	// attempt is resolved once however long a lookup took. Writes without a
+	// token, a runner's own, ignore claims: a real result is always welcome.
+
+	// StaleAttempts returns up to q.Limit attempts that are unknown and were
+	// last updated before q.UnknownBefore, or starting or running and last
+	// updated before q.OpenBefore, least recently updated first; when
+	// q.UnclaimedAt is not zero, only those not claimed beyond it.
+	StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, error)
+
+	// ClaimAttempt claims the attempt c.ID with c.Token until c.Until, if it
+	// is still open, in state c.State and last updated at c.UpdatedAt (as
+	// StaleAttempts read it), and not claimed beyond c.At. It returns the
+	// attempt and true if it did, or false, having written nothing. Of
+	// several reconcilers racing for one attempt, exactly one claims it.
+	ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt, bool, error)
+
+	// RenewClaim moves the end of the claim c.Token on attempt c.ID to
+	// c.Until, sooner or later, if the attempt is still claimed with that
+	// token, and reports whether it was; if not, it writes nothing. It reads
+	// only c.ID, c.Token and c.Until.
+	RenewClaim(ctx context.Context, c AttemptClaim) (bool, error)
+
+	// Verifications.
+
+	// RecordVerification stores v as given (ID set by the caller).
+	RecordVerification(ctx context.Context, v Verification) error
+
+	// Verifications returns the verifications matching f, newest first
+	// (VerifiedAt, then ID, descending), at most f.Limit of them.
+	Verifications(ctx context.Context, f VerificationFilter) ([]Verification, error)
+
+	// Retention.
+
+	// PurgeJobs deletes up to q.Limit jobs, with their attempts, that are
+	// terminal, closed before q.Before, and whose attempts are all terminal,
+	// oldest first, and reports what it deleted; with q.DryRun it deletes
+	// nothing and counts every such job, without limit. It must not block,
+	// or be blocked for long by, concurrent writers and other purgers, and
+	// must never delete an open job or a job with an open attempt.
+	PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, error)
 }
 
 // NewAttempt is the input of Store.CreateAttempt.
@@ -118,9 +193,9 @@ type AttemptUpdate struct {
 
 	// ClaimToken is empty for the writes of runners and callers, which
 	// ignore reconcilers' claims: a real outcome is always recorded. A
-	// Reconciler sets it to the token of its claim on the attempt (see
-	// ReconcileStore): the update then applies only while the attempt is
-	// still claimed with that token, and otherwise fails with ErrClaimLost.
+	// Reconciler sets it to the token of its claim on the attempt: the
+	// update then applies only while the attempt is still claimed with that
+	// token, and otherwise fails with ErrClaimLost.
 	ClaimToken string
 }
 
@@ -144,24 +219,69 @@ type JobClose struct {
 	At     time.Time
 }
 
+// StaleQuery is the input of Store.StaleAttempts.
+type StaleQuery struct {
+	UnknownBefore time.Time // unknown attempts last updated before this
+	OpenBefore    time.Time // starting and running attempts last updated before this
+
+	// UnclaimedAt, if not zero, leaves out the attempts whose claim lasts
+	// beyond it: those a reconciler is examining. Zero lists them too.
+	UnclaimedAt time.Time
+
+	Limit int
+}
+
+// AttemptClaim is the input of Store.ClaimAttempt and Store.RenewClaim.
+type AttemptClaim struct {
+	ID        string
+	State     AttemptState // as read by StaleAttempts
+	UpdatedAt time.Time    // as read by StaleAttempts
+	Token     string       // names the claim; the writes that resolve the attempt present it
+	At        time.Time    // when the claim is taken: a claim lasting beyond At holds
+	Until     time.Time    // when the claim's lease ends
+}
+
+// VerificationFilter selects verifications. Empty fields match everything.
+type VerificationFilter struct {
+	Provider        string
+	Kind            string
+	ContractVersion string
+	Limit           int // at most this many, newest first; <= 0 means 100
+}
+
+// PurgeQuery is the input of Store.PurgeJobs.
+type PurgeQuery struct {
+	Before time.Time // jobs closed before this are purged
+	Limit  int       // at most this many jobs
+	DryRun bool      // count, without limit, and delete nothing
+}
+
+// PurgeCount counts jobs and attempts removed (or removable) by a purge.
+type PurgeCount struct {
+	Jobs     int64 `json:"jobs"`
+	Attempts int64 `json:"attempts"`
+}
+
+// CloseNotifier is implemented by stores that can announce that a job may
+// have reached a terminal state, so that Manager.Wait need not poll for it.
+// It is optional: without it, Wait polls. PostgresStore implements it with
+// LISTEN/NOTIFY.
+type CloseNotifier interface {
+	// NotifyClosed registers interest in the job jobID. It returns once the
+	// store is listening, so that a job closed after the call returns is
+	// never missed. The channel receives a value whenever the job may have
+	// become terminal, and also when notifications may have been lost (after
+	// the store reconnected); the receiver then reads the job again. stop
+	// ends the registration and must be called. An error matching
+	// errors.ErrUnsupported means the store cannot notify; any other error
+	// means it cannot now. Callers then poll.
+	NotifyClosed(ctx context.Context, jobID string) (wake <-chan struct{}, stop func(), err error)
+}
+
 // DBTX is what *sql.DB, *sql.Tx, *sql.Conn, *sqlx.DB and *sqlx.Tx have in
 // common: enough to run a statement in the caller's transaction.
 type DBTX interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-}
-
-// TxStore is implemented by stores that can create a job inside a
-// transaction the caller owns. See Manager.SubmitTx.
-type TxStore interface {
-	CreateJobTx(ctx context.Context, tx DBTX, j Job) (job Job, created bool, err error)
-}
-
-// Lister is implemented by stores that can enumerate their jobs, for
-// operators' tools, invariant checks and tests.
-type Lister interface {
-	// ListJobs returns up to limit jobs with IDs greater than afterID, in ID
-	// order (which is creation order).
-	ListJobs(ctx context.Context, afterID string, limit int) ([]Job, error)
 }

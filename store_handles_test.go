@@ -59,7 +59,7 @@ func TestCallerHandles(t *testing.T) {
 			if _, err := db.ExecContext(ctx, `CREATE TABLE orders (id text PRIMARY KEY, job_id text NOT NULL)`); err != nil {
 				t.Fatal(err)
 			}
-			m := jobs.New(store, jobs.Options{Logger: discard})
+			m := jobstest.NewManager(t, store, jobs.Options{Logger: discard})
 			tx, err := db.BeginTxx(ctx, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -90,7 +90,7 @@ func TestLostRaceIsLogged(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	m := jobs.New(jobstest.NewSQLite(t), jobs.Options{Logger: logger, Hedging: true})
+	m := jobstest.NewManager(t, jobstest.NewSQLite(t), jobs.Options{Logger: logger, Hedging: true})
 	ctx := t.Context()
 	j, _, _ := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: "k", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)})
 	a, _ := m.StartAttempt(ctx, j.ID, "")

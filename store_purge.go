@@ -47,7 +47,11 @@ SELECT (SELECT COUNT(*) FROM dj), (SELECT COUNT(*) FROM da)`
 )
 
 // PurgeJobs implements PurgeStore.
-func (s *SQLStore) PurgeJobs(ctx context.Context, before time.Time, limit int) (PurgeCount, error) {
+func (s *SQLStore) PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, error) {
+	if q.DryRun {
+		return s.countPurgeable(ctx, q.Before)
+	}
+	before, limit := q.Before, q.Limit
 	var n PurgeCount
 	if limit <= 0 {
 		return n, nil
@@ -109,8 +113,8 @@ func (s *SQLStore) PurgeJobs(ctx context.Context, before time.Time, limit int) (
 	return n, nil
 }
 
-// CountPurgeable implements PurgeStore.
-func (s *SQLStore) CountPurgeable(ctx context.Context, before time.Time) (PurgeCount, error) {
+// countPurgeable counts what PurgeJobs would delete.
+func (s *SQLStore) countPurgeable(ctx context.Context, before time.Time) (PurgeCount, error) {
 	var n PurgeCount
 	err := s.rdb.QueryRowContext(ctx, s.d.rebind(qCountPurgeable), s.d.ts(before)).Scan(&n.Jobs, &n.Attempts)
 	if err != nil {

@@ -112,21 +112,4 @@ func (s *SQLStore) checkClaim(ctx context.Context, q DBTX, attemptID, token stri
 	return nil
 }
 
-// AttemptKind implements AttemptKindReader.
-func (s *SQLStore) AttemptKind(ctx context.Context, attemptID string) (Attempt, string, error) {
-	var a Attempt
-	var kind string
-	err := s.rdb.QueryRowContext(ctx, s.d.rebind(qAttemptKind), attemptID).Scan(append(attemptDest(&a), &kind)...)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Attempt{}, "", fmt.Errorf("jobs: attempt %s: %w", attemptID, ErrNotFound)
-	}
-	if err != nil {
-		return Attempt{}, "", s.d.interpret("get attempt", err)
-	}
-	return a, kind, nil
-}
-
-var (
-	_ ReconcileStore    = (*SQLStore)(nil)
-	_ AttemptKindReader = (*SQLStore)(nil)
-)
+var _ Store = (*SQLStore)(nil)

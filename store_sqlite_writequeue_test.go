@@ -103,7 +103,7 @@ func TestSQLiteWritesWaitForTheWriteLock(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "jobs.db")
 			store := jobstest.NewSQLiteAt(t, path)
 			// Outcome writes are bounded by the write timeout, not by ctx.
-			w := &lockedWrite{m: jobs.New(store, jobs.Options{Logger: discard, WriteTimeout: patience})}
+			w := &lockedWrite{m: jobstest.NewManager(t, store, jobs.Options{Logger: discard, WriteTimeout: patience})}
 			var err error
 			if w.job, _, err = w.m.Submit(t.Context(), submitRequest("old")); err != nil {
 				t.Fatal(err)
@@ -149,7 +149,7 @@ func TestSubmitTxWhileAnotherWriteWaitsForItsConnection(t *testing.T) {
 		store := s.(*jobs.SQLStore)
 		db := store.DB()
 		db.SetMaxOpenConns(1) // PostgreSQL: one connection, like SQLite's writer
-		m := jobs.New(store, jobs.Options{Logger: discard})
+		m := jobstest.NewManager(t, store, jobs.Options{Logger: discard})
 		ctx := t.Context()
 		tx, err := db.BeginTx(ctx, nil)
 		if err != nil {
@@ -255,7 +255,7 @@ func TestOpenSQLiteLockFile(t *testing.T) {
 				t.Fatalf("open %s: %v", dsn, err)
 			}
 			defer store.Close()
-			m := jobs.New(store, jobs.Options{Logger: discard})
+			m := jobstest.NewManager(t, store, jobs.Options{Logger: discard})
 			j, _, err := m.Submit(t.Context(), submitRequest("k"))
 			switch {
 			case lock == "" && strings.Contains(dsn, "mode=ro"):

@@ -22,7 +22,7 @@ func TestSQLiteManyWriters(t *testing.T) {
 	const stores, goroutines, keys = 4, 16, 40
 	managers := make([]*jobs.Manager, stores)
 	for i := range managers {
-		managers[i] = jobs.New(jobstest.NewSQLiteAt(t, path), jobs.Options{Logger: discard, Hedging: true})
+		managers[i] = jobstest.NewManager(t, jobstest.NewSQLiteAt(t, path), jobs.Options{Logger: discard, Hedging: true})
 	}
 	ctx := t.Context()
 	var mu sync.Mutex
@@ -97,7 +97,7 @@ func TestObserveWriteWaitOncePerWrite(t *testing.T) {
 				defer mu.Unlock()
 				waits = append(waits, d)
 			}))
-			m := jobs.New(store, jobs.Options{Logger: discard})
+			m := jobstest.NewManager(t, store, jobs.Options{Logger: discard})
 			ctx := t.Context()
 			req := jobs.SubmitRequest{Owner: "o", Key: "k", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)}
 			j, _, err := m.Submit(ctx, req)

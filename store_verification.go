@@ -2,9 +2,6 @@ package jobs
 
 import (
 	"context"
-	"database/sql"
-	"errors"
-	"fmt"
 )
 
 const verificationCols = `id, provider, kind, contract_version, passed, reason, verified_at, expires_at`
@@ -52,17 +49,3 @@ func (s *SQLStore) Verifications(ctx context.Context, f VerificationFilter) ([]V
 	}
 	return queryAll(ctx, s, s.rdb, "list verifications", scanVerification, qVerifications, f.Provider, f.Kind, f.ContractVersion, limit)
 }
-
-// LatestVerification implements VerificationStore.
-func (s *SQLStore) LatestVerification(ctx context.Context, provider, kind, contractVersion string) (Verification, error) {
-	v, err := scanVerification(s.rdb.QueryRowContext(ctx, s.d.rebind(qLatestVerification), provider, kind, contractVersion))
-	if errors.Is(err, sql.ErrNoRows) {
-		return Verification{}, fmt.Errorf("jobs: no verification of %s for %q at contract %s: %w", provider, kind, contractVersion, ErrNotFound)
-	}
-	if err != nil {
-		return Verification{}, s.d.interpret("get verification", err)
-	}
-	return v, nil
-}
-
-var _ VerificationStore = (*SQLStore)(nil)

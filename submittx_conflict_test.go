@@ -72,7 +72,10 @@ func TestSubmitTxConflictInDeferredSQLiteTransaction(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			m := jobs.New(jobstest.NewSQLiteAt(t, path), jobs.Options{Logger: discard})
+			m, err := jobs.New(jobstest.NewSQLiteAt(t, path), jobs.Options{Logger: discard})
+			if err != nil {
+				t.Fatal(err)
+			}
 			// The caller's own handles: deferred transactions (the driver's
 			// default), the busy timeout the README asks for.
 			open := func() *sql.DB {
@@ -139,7 +142,10 @@ func TestSubmitTxConflictUnderPostgresRepeatableRead(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := jobstest.NewPostgres(t)
-			m := jobs.New(s, jobs.Options{Logger: discard})
+			m, err := jobs.New(s, jobs.Options{Logger: discard})
+			if err != nil {
+				t.Fatal(err)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), conflictDeadline)
 			defer cancel()
 
@@ -201,7 +207,10 @@ func TestSubmitTxConflictUnderPostgresRepeatableRead(t *testing.T) {
 func TestSubmitTxConflictOnPostgresDeadlock(t *testing.T) {
 	t.Parallel()
 	s := jobstest.NewPostgres(t)
-	m := jobs.New(s, jobs.Options{Logger: discard})
+	m, err := jobs.New(s, jobs.Options{Logger: discard})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), conflictDeadline)
 	defer cancel()
 

@@ -3,7 +3,6 @@ package jobs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 )
@@ -27,28 +26,6 @@ type Verification struct {
 // Valid reports whether v passed and has not expired at t.
 func (v Verification) Valid(t time.Time) bool {
 	return v.Passed && (v.ExpiresAt.IsZero() || t.Before(v.ExpiresAt))
-}
-
-// VerificationFilter selects verifications. Empty fields match everything.
-type VerificationFilter struct {
-	Provider        string
-	Kind            string
-	ContractVersion string
-	Limit           int // at most this many, newest first; <= 0 means 100
-}
-
-// VerificationStore is implemented by stores that record provider
-// verifications. *SQLStore implements it on both dialects.
-type VerificationStore interface {
-	// RecordVerification stores v as given (ID set by the caller).
-	RecordVerification(ctx context.Context, v Verification) error
-
-	// Verifications returns the verifications matching f, newest first.
-	Verifications(ctx context.Context, f VerificationFilter) ([]Verification, error)
-
-	// LatestVerification returns the most recent verification of provider
-	// for kind at contractVersion, passed or not, or ErrNotFound.
-	LatestVerification(ctx context.Context, provider, kind, contractVersion string) (Verification, error)
 }
 
 // ProviderUnverifiedError reports a failover attempt refused because the
@@ -97,7 +74,6 @@ func ValidFor(d time.Duration) VerifyOption {
 // error is returned.
 //
 // Errors: ErrInvalidInput (no contract for kind, bad names; nothing run),
-// errors.ErrUnsupported (the store does not implement VerificationStore),
 // ErrStorage.
 func (m *Manager) VerifyProvider(ctx context.Context, provider, kind string,
 	roundTrip func(ctx context.Context) (json.RawMessage, error), opts ...VerifyOption) (Verification, error) {
@@ -124,11 +100,6 @@ func (m *Manager) VerifyProvider(ctx context.Context, provider, kind string,
 	if o.validFor < 0 {
 		return Verification{}, invalid("ValidFor", "negative")
 	}
-	vs, ok := m.store.(VerificationStore)
-	if !ok {
-		return Verification{}, errUnsupported("VerifyProvider")
-	}
-
 	out, err := roundTrip(ctx)
 	if ctxErr := ctx.Err(); ctxErr != nil {
 		return Verification{}, ctxErr
@@ -160,7 +131,7 @@ func (m *Manager) VerifyProvider(ctx context.Context, provider, kind string,
 	start := time.Now()
 	wctx, cancel := m.writeContext(ctx)
 	defer cancel()
-	if err := vs.RecordVerification(wctx, v); err != nil {
+	if err := m.store.RecordVerification(wctx, v); err != nil {
 		return Verification{}, err
 	}
 	typ := EventProviderVerified
@@ -172,7 +143,7 @@ func (m *Manager) VerifyProvider(ctx context.Context, provider, kind string,
 }
 
 // Verifications lists recorded verifications, newest first.
-// Errors: ErrInvalidInput, errors.ErrUnsupported, ErrStorage.
+// Errors: ErrInvalidInput, ErrStorage.
 func (m *Manager) Verifications(ctx context.Context, f VerificationFilter) ([]Verification, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -189,11 +160,7 @@ func (m *Manager) Verifications(ctx context.Context, f VerificationFilter) ([]Ve
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	vs, ok := m.store.(VerificationStore)
-	if !ok {
-		return nil, errUnsupported("Verifications")
-	}
-	return vs.Verifications(ctx, f)
+	return m.store.Verifications(ctx, f)
 }
 
 // CheckFailover reports whether an attempt of job on provider may start as
@@ -216,16 +183,14 @@ func (m *Manager) CheckFailover(ctx context.Context, job Job, provider string) e
 	unverified := func(reason string) error {
 		return &ProviderUnverifiedError{JobID: job.ID, Provider: provider, Kind: job.Kind, ContractVersion: c.Version, Reason: reason}
 	}
-	vs, ok := m.store.(VerificationStore)
-	if !ok {
-		return unverified("the store does not record verifications")
-	}
-	v, err := vs.LatestVerification(ctx, provider, job.Kind, c.Version)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		return unverified("never verified at this contract version")
-	case err != nil:
+	latest, err := m.store.Verifications(ctx, VerificationFilter{Provider: provider, Kind: job.Kind, ContractVersion: c.Version, Limit: 1})
+	if err != nil {
 		return err
+	}
+	if len(latest) == 0 {
+		return unverified("never verified at this contract version")
+	}
+	switch v := latest[0]; {
 	case !v.Passed:
 		return unverified("its last verification failed: " + v.Reason)
 	case !v.Valid(m.now()):

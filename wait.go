@@ -15,22 +15,6 @@ const (
 	waitPollMaxNotified = 5 * time.Second
 )
 
-// CloseNotifier is implemented by stores that can announce that a job may
-// have reached a terminal state, so that Manager.Wait need not poll for it.
-// The PostgreSQL store implements it with LISTEN/NOTIFY; the SQLite store
-// does not support it and Wait polls.
-type CloseNotifier interface {
-	// NotifyClosed registers interest in the job jobID. It returns once the
-	// store is listening, so that a job closed after the call returns is
-	// never missed. The channel receives a value whenever the job may have
-	// become terminal, and also when notifications may have been lost (after
-	// the store reconnected); the receiver then reads the job again. stop
-	// ends the registration and must be called. An error matching
-	// errors.ErrUnsupported means the store cannot notify; any other error
-	// means it cannot now. Callers then poll.
-	NotifyClosed(ctx context.Context, jobID string) (wake <-chan struct{}, stop func(), err error)
-}
-
 // Wait blocks until the job reaches a terminal state (succeeded, failed or
 // cancelled) and returns it. If ctx ends first, Wait returns the job as last
 // read (the zero Job if it was never read) together with ctx.Err(), so a

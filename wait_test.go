@@ -49,7 +49,10 @@ func TestWait(t *testing.T) {
 	for _, st := range waitStores {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
-			m := jobs.New(st.open(t), jobs.Options{})
+			m, err := jobs.New(st.open(t), jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			ctx := context.Background()
 
 			t.Run("returns when an attempt completes the job", func(t *testing.T) {
@@ -157,7 +160,10 @@ func TestNotifyClosed(t *testing.T) {
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
 		s := jobstest.NewPostgres(t)
-		m := jobs.New(s, jobs.Options{})
+		m, err := jobs.New(s, jobs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx := context.Background()
 		j := submitJob(t, m, "notify")
 		other := submitJob(t, m, "other")
@@ -231,7 +237,10 @@ func TestNotifyClosedReconnects(t *testing.T) {
 	}
 	defer s.Close()
 	s.DB().SetMaxOpenConns(4)
-	m := jobs.New(s, jobs.Options{})
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	j := submitJob(t, m, "reconnect")
 	wake, stop, err := s.NotifyClosed(ctx, j.ID)
 	if err != nil {
@@ -283,7 +292,10 @@ func TestWaitPoolOfOne(t *testing.T) {
 	t.Parallel()
 	s := jobstest.NewPostgres(t)
 	s.DB().SetMaxOpenConns(1)
-	m := jobs.New(s, jobs.Options{})
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	j := submitJob(t, m, "small-pool")
@@ -347,7 +359,10 @@ func TestWaitKeepsWaitingWhileTheDatabaseIsUnavailable(t *testing.T) {
 			t.Run(st.name+"/"+string(tc.kind), func(t *testing.T) {
 				t.Parallel()
 				raw := st.open(t)
-				direct := jobs.New(raw, jobs.Options{})
+				direct, err := jobs.New(raw, jobs.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
 				j := submitJob(t, direct, "outage")
 				a := startAttempt(t, direct, j.ID)
 
@@ -359,7 +374,7 @@ func TestWaitKeepsWaitingWhileTheDatabaseIsUnavailable(t *testing.T) {
 				}
 				done := make(chan answer, 1)
 				go func() {
-					got, err := jobs.New(flaky, jobs.Options{}).Wait(context.Background(), j.ID)
+					got, err := jobstest.NewManager(t, flaky, jobs.Options{}).Wait(context.Background(), j.ID)
 					done <- answer{got, err}
 				}()
 				if !tc.keepsWaiting {

@@ -74,7 +74,11 @@ func startApp(t *testing.T, open func(testing.TB) *jobs.SQLStore, delay time.Dur
 	t.Helper()
 	chromium(t)
 	store := open(t)
-	a := app.New(jobs.New(store, jobs.Options{}), app.Options{WorkDelay: delay})
+	m, err := jobs.New(store, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := app.New(m, app.Options{WorkDelay: delay})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	workers := make(chan error, 1)
 	go func() { workers <- a.Run(ctx) }()

@@ -16,7 +16,6 @@ package faultstore
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"sync"
 
@@ -26,9 +25,10 @@ import (
 // Method names a Store method.
 type Method string
 
-// The methods a Store has, plus ListJobs of jobs.Lister.
+// The methods of jobs.Store.
 const (
 	CreateJob       Method = "CreateJob"
+	CreateJobTx     Method = "CreateJobTx"
 	Job             Method = "Job"
 	JobByKey        Method = "JobByKey"
 	Attempt         Method = "Attempt"
@@ -38,14 +38,23 @@ const (
 	CompleteAttempt Method = "CompleteAttempt"
 	CloseJob        Method = "CloseJob"
 	ListJobs        Method = "ListJobs"
+
+	StaleAttempts      Method = "StaleAttempts"
+	ClaimAttempt       Method = "ClaimAttempt"
+	RenewClaim         Method = "RenewClaim"
+	RecordVerification Method = "RecordVerification"
+	Verifications      Method = "Verifications"
+	PurgeJobs          Method = "PurgeJobs"
 )
 
 // Methods lists every Method.
-var Methods = []Method{CreateJob, Job, JobByKey, Attempt, Attempts, CreateAttempt, UpdateAttempt, CompleteAttempt, CloseJob, ListJobs}
+var Methods = []Method{CreateJob, CreateJobTx, Job, JobByKey, ListJobs, CloseJob, Attempt, Attempts, CreateAttempt,
+	UpdateAttempt, CompleteAttempt, StaleAttempts, ClaimAttempt, RenewClaim, RecordVerification, Verifications, PurgeJobs}
 
 // writes are the methods that change the store; only they can commit and
 // then report an error.
-var writes = map[Method]bool{CreateJob: true, CreateAttempt: true, UpdateAttempt: true, CompleteAttempt: true, CloseJob: true}
+var writes = map[Method]bool{CreateJob: true, CreateJobTx: true, CreateAttempt: true, UpdateAttempt: true,
+	CompleteAttempt: true, CloseJob: true, ClaimAttempt: true, RenewClaim: true, RecordVerification: true, PurgeJobs: true}
 
 // Config says how often and how a Store fails.
 type Config struct {
@@ -101,8 +110,8 @@ func (s Stats) TotalKind(k Kind) int {
 	return n
 }
 
-// Store is a jobs.Store (and jobs.Lister, if the wrapped store is one) that
-// injects faults. It is safe for concurrent use; with concurrent callers the
+// Store is a jobs.Store that injects faults into every method of the
+// wrapped store. It is safe for concurrent use; with concurrent callers the
 // order in which they draw from the generator, and so which call fails, is
 // up to the scheduler.
 type Store struct {
@@ -269,16 +278,60 @@ func (s *Store) CloseJob(ctx context.Context, c jobs.JobClose) (jobs.Job, error)
 	return call(s, CloseJob, func() (jobs.Job, error) { return s.inner.CloseJob(ctx, c) })
 }
 
-// ListJobs implements jobs.Lister if the wrapped store does.
-func (s *Store) ListJobs(ctx context.Context, afterID string, limit int) ([]jobs.Job, error) {
-	l, ok := s.inner.(jobs.Lister)
-	if !ok {
-		return nil, fmt.Errorf("faultstore: %T does not implement jobs.Lister", s.inner)
-	}
-	return call(s, ListJobs, func() ([]jobs.Job, error) { return l.ListJobs(ctx, afterID, limit) })
+// CreateJobTx implements jobs.Store.
+func (s *Store) CreateJobTx(ctx context.Context, tx jobs.DBTX, j jobs.Job) (jobs.Job, bool, error) {
+	r, err := call(s, CreateJobTx, func() (jobCreated, error) {
+		j, created, err := s.inner.CreateJobTx(ctx, tx, j)
+		return jobCreated{j, created}, err
+	})
+	return r.j, r.created, err
 }
 
-var (
-	_ jobs.Store  = (*Store)(nil)
-	_ jobs.Lister = (*Store)(nil)
-)
+// ListJobs implements jobs.Store.
+func (s *Store) ListJobs(ctx context.Context, afterID string, limit int) ([]jobs.Job, error) {
+	return call(s, ListJobs, func() ([]jobs.Job, error) { return s.inner.ListJobs(ctx, afterID, limit) })
+}
+
+// StaleAttempts implements jobs.Store.
+func (s *Store) StaleAttempts(ctx context.Context, q jobs.StaleQuery) ([]jobs.Attempt, error) {
+	return call(s, StaleAttempts, func() ([]jobs.Attempt, error) { return s.inner.StaleAttempts(ctx, q) })
+}
+
+type attemptClaimed struct {
+	a  jobs.Attempt
+	ok bool
+}
+
+// ClaimAttempt implements jobs.Store.
+func (s *Store) ClaimAttempt(ctx context.Context, c jobs.AttemptClaim) (jobs.Attempt, bool, error) {
+	r, err := call(s, ClaimAttempt, func() (attemptClaimed, error) {
+		a, ok, err := s.inner.ClaimAttempt(ctx, c)
+		return attemptClaimed{a, ok}, err
+	})
+	return r.a, r.ok, err
+}
+
+// RenewClaim implements jobs.Store.
+func (s *Store) RenewClaim(ctx context.Context, c jobs.AttemptClaim) (bool, error) {
+	return call(s, RenewClaim, func() (bool, error) { return s.inner.RenewClaim(ctx, c) })
+}
+
+// RecordVerification implements jobs.Store.
+func (s *Store) RecordVerification(ctx context.Context, v jobs.Verification) error {
+	_, err := call(s, RecordVerification, func() (struct{}, error) {
+		return struct{}{}, s.inner.RecordVerification(ctx, v)
+	})
+	return err
+}
+
+// Verifications implements jobs.Store.
+func (s *Store) Verifications(ctx context.Context, f jobs.VerificationFilter) ([]jobs.Verification, error) {
+	return call(s, Verifications, func() ([]jobs.Verification, error) { return s.inner.Verifications(ctx, f) })
+}
+
+// PurgeJobs implements jobs.Store.
+func (s *Store) PurgeJobs(ctx context.Context, q jobs.PurgeQuery) (jobs.PurgeCount, error) {
+	return call(s, PurgeJobs, func() (jobs.PurgeCount, error) { return s.inner.PurgeJobs(ctx, q) })
+}
+
+var _ jobs.Store = (*Store)(nil)

@@ -23,7 +23,11 @@ func ExampleHandler() {
 		log.Fatal(err)
 	}
 	defer store.Close()
-	h := jobshttp.New(jobs.New(store, jobs.Options{}), jobshttp.Options{
+	m, err := jobs.New(store, jobs.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := jobshttp.New(m, jobshttp.Options{
 		Owner: func(r *http.Request) (string, bool) { // the host's authentication
 			return strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		},

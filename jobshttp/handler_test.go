@@ -58,7 +58,10 @@ type env struct {
 func setup(t *testing.T, open func(testing.TB) *jobs.SQLStore, opts jobshttp.Options) env {
 	t.Helper()
 	s := open(t)
-	m := jobs.New(s, jobs.Options{})
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if opts.Owner == nil {
 		opts.Owner = bearerOwner
 	}
@@ -645,7 +648,10 @@ func TestStoreErrors(t *testing.T) {
 	} {
 		t.Run(string(tc.kind), func(t *testing.T) {
 			t.Parallel()
-			m := jobs.New(failingStore{err: &jobs.StorageError{Op: "test", Kind: tc.kind, Message: "secret driver text"}}, jobs.Options{})
+			m, err := jobs.New(failingStore{err: &jobs.StorageError{Op: "test", Kind: tc.kind, Message: "secret driver text"}}, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			h := jobshttp.New(m, jobshttp.Options{Owner: bearerOwner})
 			for _, rq := range []request{{}, {method: "GET", path: "/jobs/job_x"}} {
 				w := serve(h, rq)
@@ -666,7 +672,10 @@ func TestStoreErrors(t *testing.T) {
 
 func TestNewPanics(t *testing.T) {
 	t.Parallel()
-	m := jobs.New(failingStore{}, jobs.Options{})
+	m, err := jobs.New(failingStore{}, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, opts := range map[string]jobshttp.Options{
 		"no owner":   {},
 		"status 400": {Owner: bearerOwner, ConflictStatus: 400},
@@ -726,7 +735,10 @@ func TestRetentionHeaderFollowsManager(t *testing.T) {
 		{2 * time.Hour, 0, "7200"},
 		{2 * time.Hour, 30 * time.Minute, "1800"},
 	} {
-		m := jobs.New(jobstest.NewSQLite(t), jobs.Options{Retention: tc.manager})
+		m, err := jobs.New(jobstest.NewSQLite(t), jobs.Options{Retention: tc.manager})
+		if err != nil {
+			t.Fatal(err)
+		}
 		h := jobshttp.New(m, jobshttp.Options{Owner: bearerOwner, KeyRetention: tc.handler})
 		w := serve(h, request{key: "k1"})
 		if w.Code != http.StatusCreated {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/jobshttp"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // slowLookup is a store whose next job lookup under a deadline (the kind
@@ -55,8 +56,8 @@ func TestWaitAnswersTheJobAsItIsWhenAnswered(t *testing.T) {
 				ctx := context.Background()
 				raw := st.open(t)
 				slow := &slowLookup{Store: raw, read: make(chan struct{})}
-				m := jobs.New(raw, jobs.Options{}) // the worker's, beside the handler's
-				h := jobshttp.New(jobs.New(slow, jobs.Options{}), jobshttp.Options{Owner: bearerOwner})
+				m := jobstest.NewManager(t, raw, jobs.Options{}) // the worker's, beside the handler's
+				h := jobshttp.New(jobstest.NewManager(t, slow, jobs.Options{}), jobshttp.Options{Owner: bearerOwner})
 
 				receipt := createJob(t, h, "fresh")
 				a, err := m.StartAttempt(ctx, receipt.ID, "")
@@ -251,7 +252,7 @@ func TestWaitWhenReadsFail(t *testing.T) {
 	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
 		raw := open(t)
 		e := setup(t, func(testing.TB) *jobs.SQLStore { return raw }, jobshttp.Options{})
-		h := jobshttp.New(jobs.New(lookupsFail{raw}, jobs.Options{}), jobshttp.Options{Owner: bearerOwner, Logger: discardLogger})
+		h := jobshttp.New(jobstest.NewManager(t, lookupsFail{raw}, jobs.Options{}), jobshttp.Options{Owner: bearerOwner, Logger: discardLogger})
 		w := serve(h, request{key: "unread", headers: map[string]string{"Prefer": "wait=1"}})
 		var r jobshttp.Receipt
 		if err := json.Unmarshal(w.Body.Bytes(), &r); err != nil || w.Code != 201 || r.ID == "" ||

@@ -25,13 +25,9 @@ type Snapshot struct {
 	Attempts map[string][]jobs.Attempt // by job ID
 }
 
-// TakeSnapshot reads every job and attempt of s, which must implement
-// jobs.Lister.
+// TakeSnapshot reads every job and attempt of s.
 func TakeSnapshot(ctx context.Context, s jobs.Store) (*Snapshot, error) {
-	l, ok := s.(jobs.Lister)
-	if !ok {
-		return nil, fmt.Errorf("jobstest: %T does not implement jobs.Lister", s)
-	}
+	l := s
 	snap := &Snapshot{Attempts: map[string][]jobs.Attempt{}}
 	after := ""
 	for {

@@ -30,9 +30,6 @@ var summaryContract = func(version string) map[string]jobs.Contract {
 
 func testVerificationStore(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	e := setup(t, newStore, func(o *jobs.Options) { o.Contracts = summaryContract("v1") })
-	if _, ok := e.store.(jobs.VerificationStore); !ok {
-		t.Skipf("%T does not implement jobs.VerificationStore", e.store)
-	}
 	good := func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{"summary":"ok"}`), nil }
 	bad := func(context.Context) (json.RawMessage, error) { return json.RawMessage(`{"text":"ok"}`), nil }
 	newJob := func(m *jobs.Manager) jobs.Job {
@@ -69,7 +66,10 @@ func testVerificationStore(t *testing.T, newStore func(t testing.TB) jobs.Store)
 	if _, err := e.m.VerifyProvider(e.ctx, "fallback", "summarize", good); err != nil {
 		t.Fatal(err)
 	}
-	v2 := jobs.New(e.store, jobs.Options{Now: e.clock.Now, Logger: discardLogger(), Contracts: summaryContract("v2")})
+	v2, err := jobs.New(e.store, jobs.Options{Clock: e.clock, Logger: discardLogger(), Contracts: summaryContract("v2")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := failover(v2); !errors.Is(err, jobs.ErrProviderUnverified) {
 		t.Fatalf("failover under a new contract version = %v, want ErrProviderUnverified", err)
 	}
@@ -91,9 +91,6 @@ func testVerificationStore(t *testing.T, newStore func(t testing.TB) jobs.Store)
 
 func testPurgeStore(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	e := setup(t, newStore)
-	if _, ok := e.store.(jobs.PurgeStore); !ok {
-		t.Skipf("%T does not implement jobs.PurgeStore", e.store)
-	}
 	closedOld := e.newJob()
 	a := e.start(closedOld.ID, "")
 	if _, err := e.m.Complete(e.ctx, a.ID, json.RawMessage(`1`)); err != nil {
@@ -142,10 +139,7 @@ func testPurgeStore(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 
 func testReconcileStore(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	e := setup(t, newStore)
-	rs, ok := e.store.(jobs.ReconcileStore)
-	if !ok {
-		t.Skipf("%T does not implement jobs.ReconcileStore", e.store)
-	}
+	rs := e.store
 	unknown := e.running(e.newJob().ID)
 	if _, err := e.m.MarkUnknown(e.ctx, unknown.ID, "timeout"); err != nil {
 		t.Fatal(err)

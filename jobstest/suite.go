@@ -87,15 +87,12 @@ type env struct {
 func setup(t *testing.T, newStore func(t testing.TB) jobs.Store, opts ...func(*jobs.Options)) *env {
 	t.Helper()
 	s := newStore(t)
-	if _, ok := s.(jobs.Lister); !ok {
-		t.Fatalf("%T does not implement jobs.Lister, which the suite needs", s)
-	}
 	clock := NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
-	o := jobs.Options{Now: clock.Now, Logger: discardLogger()}
+	o := jobs.Options{Clock: clock, Logger: discardLogger()}
 	for _, f := range opts {
 		f(&o)
 	}
-	return &env{t: t, ctx: t.Context(), store: s, m: jobs.New(s, o), clock: clock}
+	return &env{t: t, ctx: t.Context(), store: s, m: NewManager(t, s, o), clock: clock}
 }
 
 // with returns a copy of e for the subtest t.
@@ -1277,12 +1274,18 @@ func testReferenceRace(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 
 func testSubmitTx(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	e := setup(t, newStore)
-	s, ok := e.store.(interface {
-		jobs.TxStore
-		DB() *sql.DB
-	})
+	s, ok := e.store.(interface{ DB() *sql.DB })
 	if !ok {
-		t.Skipf("%T does not run in a caller's transaction (jobs.TxStore with DB())", e.store)
+		// A store without a database of the caller's cannot join a
+		// caller's transaction: it must say so, and write nothing.
+		_, _, err := e.m.SubmitTx(e.ctx, nil, req("owner-1", "tx"))
+		if !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("SubmitTx on %T, which has no DB(): %v, want errors.ErrUnsupported", e.store, err)
+		}
+		if n := e.countJobs(); n != 0 {
+			t.Fatalf("an unsupported SubmitTx left %d jobs", n)
+		}
+		return
 	}
 	for _, commit := range []bool{true, false} {
 		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {

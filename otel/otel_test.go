@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
 	jobsotel "github.com/intentjobs/jobs/otel"
 )
 
@@ -54,7 +55,7 @@ func setup(t *testing.T, opts ...jobsotel.Option) (*jobs.Manager, *sdkmetric.Man
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Close() })
-	return jobs.New(s, jobs.Options{Observer: obs, Logger: slog.New(slog.DiscardHandler)}), reader, spans, tp
+	return jobstest.NewManager(t, s, jobs.Options{Observer: obs, Logger: slog.New(slog.DiscardHandler)}), reader, spans, tp
 }
 
 // race runs a scenario: a submit and its replay, two attempts racing, the

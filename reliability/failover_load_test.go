@@ -75,7 +75,11 @@ func errorClass(err error) string {
 
 // failoverChild runs args.Goroutines callers until its stdin is closed.
 func failoverChild(ctx context.Context, store *jobs.SQLStore, args childArgs) int {
-	m := jobs.New(store, jobs.Options{Hedging: true, Logger: slog.New(slog.DiscardHandler)})
+	m, err := jobs.New(store, jobs.Options{Hedging: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	var mu sync.Mutex
 	enc := json.NewEncoder(os.Stdout)
 	emit := func(e failoverEvent) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // probeWrite is one write of the availability probe.
@@ -530,7 +531,10 @@ func watchFailoverTransitions(s jobs.Store, interval time.Duration) (stop func()
 func reconcileLeftovers(t *testing.T, store jobs.Store) map[jobs.AttemptState]int {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
-	later := jobs.New(store, jobs.Options{Logger: quiet, Now: func() time.Time { return time.Now().Add(time.Hour) }})
+	later, err := jobs.New(store, jobs.Options{Logger: quiet, Clock: jobstest.NewClock(time.Now().Add(time.Hour))})
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := &jobs.Reconciler{Manager: later, Providers: map[string]jobs.Provider{"p": unsentProvider{}}, Logger: quiet}
 	resolved := map[jobs.AttemptState]int{}
 	for range 20 {
@@ -606,7 +610,7 @@ func TestFailoverKeepsThePromise(t *testing.T) {
 	}
 	run.store.DB().SetMaxOpenConns(6)
 	t.Cleanup(func() { run.store.Close() })
-	run.m = jobs.New(run.store, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
+	run.m = jobstest.NewManager(t, run.store, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
 
 	const processes, goroutines = 4, 50
 	load := startFailoverLoad(t, dsn, processes, childArgs{Goroutines: goroutines, Keys: 25, Seed: seed(t)})

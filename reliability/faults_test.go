@@ -16,6 +16,7 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/faultstore"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // envSoak, set to a number, multiplies the size of the heavy tests.
@@ -253,7 +254,7 @@ func TestInjectedFaults(t *testing.T) {
 				fs := faultstore.New(store, faultstore.Config{Seed: base*100 + uint64(i), Rate: 0.5, AfterShare: 0.5})
 				fss = append(fss, fs)
 				w := &workload{
-					m:     jobs.New(fs, jobs.Options{}),
+					m:     jobstest.NewManager(t, fs, jobs.Options{}),
 					rng:   rand.New(rand.NewPCG(base, uint64(i))),
 					l:     l,
 					keys:  200 * soak(),

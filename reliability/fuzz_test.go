@@ -117,7 +117,10 @@ func FuzzSubmit(f *testing.F) {
 func checkSubmit(t *testing.T, s jobs.Store, req jobs.SubmitRequest) {
 	t.Helper()
 	ctx := context.Background()
-	m := jobs.New(s, jobs.Options{})
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := countJobs(t, s)
 	j, created, err := m.Submit(ctx, req)
 	switch {
@@ -148,7 +151,7 @@ func countJobs(t *testing.T, s jobs.Store) int {
 	t.Helper()
 	n, after := 0, ""
 	for {
-		page, err := s.(jobs.Lister).ListJobs(context.Background(), after, 1000)
+		page, err := s.ListJobs(context.Background(), after, 1000)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,10 @@ func TestHostileKeys(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := d.open(t)
-			m := jobs.New(s, jobs.Options{})
+			m, err := jobs.New(s, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			ids := map[string]string{}
 			for _, key := range hostileKeys {
 				j, created, err := m.Submit(ctx, jobs.SubmitRequest{Owner: key, Key: key, Kind: key, Provider: key, Params: json.RawMessage(`{"k":` + mustJSON(key) + `}`)})
@@ -81,7 +84,10 @@ func TestHostileInputRejected(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := d.open(t)
-			m := jobs.New(s, jobs.Options{})
+			m, err := jobs.New(s, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			good := jobs.SubmitRequest{Owner: "alice", Key: "k", Kind: "charge", Provider: "p1", Params: json.RawMessage(`{}`)}
 			j, _, err := m.Submit(ctx, good)
 			if err != nil {
@@ -168,7 +174,10 @@ func TestTenantIsolation(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := d.open(t)
-			m := jobs.New(s, jobs.Options{})
+			m, err := jobs.New(s, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			req := func(owner, params string) jobs.SubmitRequest {
 				return jobs.SubmitRequest{Owner: owner, Key: "shared-key", Kind: "charge", Provider: "p1", Params: json.RawMessage(params)}
 			}

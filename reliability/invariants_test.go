@@ -17,7 +17,10 @@ func healthySnapshot(t *testing.T) *jobstest.Snapshot {
 	t.Helper()
 	ctx := context.Background()
 	s := jobstest.NewSQLite(t)
-	m := jobs.New(s, jobs.Options{Hedging: true})
+	m, err := jobs.New(s, jobs.Options{Hedging: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	submit := func(key string) jobs.Job {
 		j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: key, Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)})
 		if err != nil {

@@ -66,7 +66,10 @@ func TestKilledProcess(t *testing.T) {
 					dsn = t.TempDir() + "/killed.db"
 					store = jobstest.NewSQLiteAt(t, dsn)
 				}
-				m := jobs.New(store, jobs.Options{})
+				m, err := jobs.New(store, jobs.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
 				j, _, err := m.Submit(ctx, submitReq("killed"))
 				if err != nil {
 					t.Fatal(err)

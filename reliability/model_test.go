@@ -341,7 +341,7 @@ func TestModel(t *testing.T) {
 				s := &machine{
 					ctx:   context.Background(),
 					store: store,
-					m:     jobs.New(store, jobs.Options{}),
+					m:     jobstest.NewManager(t, store, jobs.Options{}),
 					owner: fmt.Sprintf("run-%d", runs.Add(1)),
 					byKey: map[string]*modelJob{},
 					jobOf: map[*modelAttempt]*modelJob{},

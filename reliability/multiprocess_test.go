@@ -71,12 +71,17 @@ func runChild(role string) int {
 	}
 	defer store.Close()
 	out := &eventWriter{enc: json.NewEncoder(os.Stdout)}
+	m, err := jobs.New(store, jobs.Options{Hedging: role == roleHammer})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	switch role {
 	case roleHammer:
-		hammer(ctx, jobs.New(store, jobs.Options{Hedging: true}), args, out)
+		hammer(ctx, m, args, out)
 		out.write(childEvent{Type: "waits", WriteWaits: waits.micros()})
 	case roleKilled:
-		return killedChild(ctx, jobs.New(store, jobs.Options{}), args, out)
+		return killedChild(ctx, m, args, out)
 	case roleFailover:
 		return failoverChild(ctx, store, args)
 	default:

@@ -380,7 +380,10 @@ func TestWaitThroughPgBouncerIsNotifiedWithListenDSN(t *testing.T) {
 	}
 	t.Cleanup(func() { s.Close() })
 	logs := &records{}
-	m := jobs.New(s, jobs.Options{Logger: slog.New(logs)})
+	m, err := jobs.New(s, jobs.Options{Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 
 	j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: "notified", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)})
@@ -425,7 +428,10 @@ func TestWaitThroughPgBouncerWarnsThatItPolls(t *testing.T) {
 	t.Parallel()
 	s := bouncerStore(t)
 	logs := &records{}
-	m := jobs.New(s, jobs.Options{Logger: slog.New(logs)})
+	m, err := jobs.New(s, jobs.Options{Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if _, _, err := s.NotifyClosed(context.Background(), "job_unknown"); err == nil {
 		t.Error("NotifyClosed through a transaction pooler succeeded; want an error saying that notifications cannot arrive")

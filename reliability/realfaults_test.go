@@ -95,7 +95,7 @@ func TestTerminatedBackends(t *testing.T) {
 		}
 	})
 	stopWatch := watchTransitions(t, store, 250*time.Millisecond)
-	l := runWorkload(t.Context(), jobs.New(store, jobs.Options{}), 4, 50*soak(), 60, seed(t), 5*time.Millisecond, nil)
+	l := runWorkload(t.Context(), jobstest.NewManager(t, store, jobs.Options{}), 4, 50*soak(), 60, seed(t), 5*time.Millisecond, nil)
 	close(stop)
 	killer.Wait()
 	stopWatch()
@@ -183,7 +183,10 @@ func TestPostgresRestart(t *testing.T) {
 	store.DB().SetMaxOpenConns(6)
 	t.Cleanup(func() { store.Close() })
 
-	m := jobs.New(store, jobs.Options{})
+	m, err := jobs.New(store, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var stopLoad atomic.Bool
 	restarted := make(chan struct{})
 	go func() {
@@ -213,7 +216,7 @@ func sqliteFixture(t *testing.T) (path string, s *jobs.SQLStore, m *jobs.Manager
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "jobs.db")
 	s = jobstest.NewSQLiteAt(t, path)
-	m = jobs.New(s, jobs.Options{})
+	m = jobstest.NewManager(t, s, jobs.Options{})
 	j, _, err := m.Submit(context.Background(), submitReq("existing"))
 	if err != nil {
 		t.Fatal(err)
@@ -258,7 +261,10 @@ func TestSQLiteReadOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer ro.Close()
-		m := jobs.New(ro, jobs.Options{})
+		m, err := jobs.New(ro, jobs.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if got, err := m.Get(ctx, j.ID); err != nil || got.ID != j.ID {
 			t.Fatalf("read from a read-only database: %v", err)
 		}
@@ -318,7 +324,10 @@ func TestSQLiteFull(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path, s, _, j := sqliteFixture(t)
-	m := jobs.New(s, jobs.Options{MaxParamsBytes: 1 << 20, MaxResultBytes: 4 << 20})
+	m, err := jobs.New(s, jobs.Options{MaxParamsBytes: 1 << 20, MaxResultBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a, err := m.StartAttempt(ctx, j.ID, "")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/faultstore"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 var params = json.RawMessage(`{"amount": 5}`)
@@ -26,7 +27,10 @@ func TestRepeatIsSafe(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := d.open(t)
-			m := jobs.New(s, jobs.Options{})
+			m, err := jobs.New(s, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 
 			j1, created, err := m.Submit(ctx, submitReq("k"))
 			if err != nil || !created {
@@ -120,12 +124,15 @@ func TestAmbiguousCommit(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			store := d.open(t)
-			plain := jobs.New(store, jobs.Options{})
+			plain, err := jobs.New(store, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			// ambiguous returns a manager whose first call of method commits
 			// and then fails, and a function that turns faults off.
 			ambiguous := func(method faultstore.Method) (*jobs.Manager, func()) {
 				fs := faultstore.New(store, faultstore.Config{Seed: 1, Rates: map[faultstore.Method]float64{method: 1}, AfterShare: 1})
-				return jobs.New(fs, jobs.Options{}), func() { fs.SetEnabled(false) }
+				return jobstest.NewManager(t, fs, jobs.Options{}), func() { fs.SetEnabled(false) }
 			}
 			newJob := func(key string) (jobs.Job, jobs.Attempt) {
 				t.Helper()
@@ -301,7 +308,10 @@ func TestOutcomeWritesSurviveCancellation(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			store := d.open(t)
-			plain := jobs.New(store, jobs.Options{})
+			plain, err := jobs.New(store, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			setup := func(key string) (jobs.Job, jobs.Attempt) {
 				j, _, err := plain.Submit(context.Background(), submitReq(key))
 				if err != nil {
@@ -341,7 +351,10 @@ func TestOutcomeWritesSurviveCancellation(t *testing.T) {
 					j, a := setup("cancel-" + tt.name)
 					ctx, cancel := context.WithCancel(context.Background())
 					defer cancel()
-					m := jobs.New(cancelling{Store: store, cancel: cancel}, jobs.Options{})
+					m, err := jobs.New(cancelling{Store: store, cancel: cancel}, jobs.Options{})
+					if err != nil {
+						t.Fatal(err)
+					}
 					if err := tt.do(ctx, m, j, a); err != nil {
 						t.Fatalf("write with a context cancelled under way: %v", err)
 					}

@@ -314,7 +314,11 @@ func (c *cli) withStore(ctx context.Context, mode openMode, fn func(ctx context.
 		return err
 	}
 	defer closeDB()
-	return fn(ctx, s, jobs.New(s, jobs.Options{}))
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		return err
+	}
+	return fn(ctx, s, m)
 }
 
 // printJSON writes v as indented JSON.

@@ -132,9 +132,11 @@ func seed(t *testing.T, s jobs.Store) seeded {
 	t.Helper()
 	ctx := context.Background()
 	clk := jobstest.NewClock(time.Now().UTC().Add(-50 * time.Hour).Truncate(time.Second))
-	m := jobs.New(s, jobs.Options{Now: clk.Now, Logger: slog.New(slog.DiscardHandler)})
+	m, err := jobs.New(s, jobs.Options{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var h seeded
-	var err error
 	check := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -325,11 +327,11 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			jobsctl(t, nil, db.args("purge", "--older-than", "1m", "--force")...).want(t, 0, "purged 1 job and 2 attempts")
 
 			// check finds a broken invariant: a job given up while its attempt runs.
-			j2, _, err := jobs.New(db.store, jobs.Options{}).Submit(context.Background(), jobs.SubmitRequest{Owner: "u", Key: "k", Kind: "charge", Provider: "stripe", Params: json.RawMessage(`{}`)})
+			j2, _, err := jobstest.NewManager(t, db.store, jobs.Options{}).Submit(context.Background(), jobs.SubmitRequest{Owner: "u", Key: "k", Kind: "charge", Provider: "stripe", Params: json.RawMessage(`{}`)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := jobs.New(db.store, jobs.Options{}).StartAttempt(context.Background(), j2.ID, ""); err != nil {
+			if _, err := jobstest.NewManager(t, db.store, jobs.Options{}).StartAttempt(context.Background(), j2.ID, ""); err != nil {
 				t.Fatal(err)
 			}
 			db.failUnderOpenAttempt(t, j2.ID)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // A purge that would forget keys sooner than the service promised clients
@@ -19,7 +20,7 @@ func TestPurgeBelowAdvertisedRetentionNeedsForce(t *testing.T) {
 			h := seed(t, db.store) // order-42 closed about two hours ago, order-41 two days ago
 			replay := func() (jobs.Job, bool) {
 				t.Helper()
-				j, created, err := jobs.New(db.store, jobs.Options{}).Submit(context.Background(), jobs.SubmitRequest{Owner: "user-7", Key: "order-42",
+				j, created, err := jobstest.NewManager(t, db.store, jobs.Options{}).Submit(context.Background(), jobs.SubmitRequest{Owner: "user-7", Key: "order-42",
 					Kind: "charge", Provider: "stripe", Params: json.RawMessage(`{"amount":1200,"currency":"eur"}`)})
 				if err != nil {
 					t.Fatal(err)

@@ -25,7 +25,10 @@ func TestStaleLimitIsDocumentedAndSaysWhatItLeftOut(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			clk := jobstest.NewClock(time.Now().UTC().Add(-time.Hour).Truncate(time.Second))
-			m := jobs.New(db.store, jobs.Options{Now: clk.Now, Logger: slog.New(slog.DiscardHandler)})
+			m, err := jobs.New(db.store, jobs.Options{Clock: clk, Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
 			var unknown []string // least recently updated first
 			for i := range 3 {
 				j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "u", Key: fmt.Sprint("k", i), Kind: "charge", Provider: "stripe", Params: json.RawMessage(`{}`)})

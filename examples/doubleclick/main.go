@@ -67,7 +67,10 @@ func run(dbPath, pgDSN string) error {
 
 	// Lost races are logged as warnings; show them in the demo's own words instead.
 	quiet := slog.New(slog.DiscardHandler)
-	m := jobs.New(store, jobs.Options{Logger: quiet})
+	m, err := jobs.New(store, jobs.Options{Logger: quiet})
+	if err != nil {
+		return err
+	}
 	user := fmt.Sprintf("user-%d", time.Now().UnixNano()) // a fresh owner per run, so PostgreSQL runs repeat cleanly
 
 	for _, step := range []func(context.Context, *jobs.Manager, string) error{doubleClick, changedPayload, timeout, reverseFinish} {

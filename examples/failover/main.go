@@ -83,10 +83,13 @@ func run(w io.Writer, pgDSN string) error {
 	}
 	defer store.Close()
 
-	m := jobs.New(store, jobs.Options{
+	m, err := jobs.New(store, jobs.Options{
 		Logger:    slog.New(slog.DiscardHandler), // the demo tells the story itself
 		Contracts: map[string]jobs.Contract{kind: summaryContract},
 	})
+	if err != nil {
+		return err
+	}
 	d := &demo{
 		w:     w,
 		m:     m,

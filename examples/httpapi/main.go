@@ -51,7 +51,11 @@ func run(addr, sqlitePath, postgresDSN string, delay time.Duration) error {
 	}
 	defer store.Close()
 
-	a := app.New(jobs.New(store, jobs.Options{}), app.Options{WorkDelay: delay})
+	m, err := jobs.New(store, jobs.Options{})
+	if err != nil {
+		return err
+	}
+	a := app.New(m, app.Options{WorkDelay: delay})
 	srv := &http.Server{
 		Addr:              addr,
 		Handler:           a.Handler(),

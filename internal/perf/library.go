@@ -85,7 +85,12 @@ func OpenLibrary(ctx context.Context, db Database) (*Library, error) {
 	}
 	// Lost races are logged to a discarding handler: the benchmark measures
 	// the database work, not a log sink.
-	l.M = jobs.New(l.Store, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
+	m, err := jobs.New(l.Store, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.M = m
 	return l, nil
 }
 

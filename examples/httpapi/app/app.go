@@ -55,7 +55,6 @@ type Options struct {
 // App serves the page and the API and works on the jobs.
 type App struct {
 	m      *jobs.Manager
-	lister jobs.Lister
 	opts   Options
 	api    *jobshttp.Handler
 	queue  *workQueue
@@ -63,13 +62,8 @@ type App struct {
 	logger *slog.Logger
 }
 
-// New returns an App over m, whose store must list its jobs (jobs.Lister:
-// both SQL stores do). Call Run to start its workers.
+// New returns an App over m. Call Run to start its workers.
 func New(m *jobs.Manager, opts Options) *App {
-	lister, ok := m.Store().(jobs.Lister)
-	if !ok {
-		panic(fmt.Sprintf("app: the store %T does not list its jobs (jobs.Lister)", m.Store()))
-	}
 	if opts.WorkDelay <= 0 {
 		opts.WorkDelay = 3 * time.Second
 	}
@@ -85,7 +79,7 @@ func New(m *jobs.Manager, opts Options) *App {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	a := &App{m: m, lister: lister, opts: opts, queue: newWorkQueue(opts.QueueSize),
+	a := &App{m: m, opts: opts, queue: newWorkQueue(opts.QueueSize),
 		sweep: make(chan struct{}, 1), logger: opts.Logger}
 	a.api = jobshttp.New(m, jobshttp.Options{
 		Owner:   Owner,
@@ -195,7 +189,7 @@ func (a *App) Run(ctx context.Context) error {
 func (a *App) sweepPending(ctx context.Context) error {
 	after := ""
 	for {
-		page, err := a.lister.ListJobs(ctx, after, 500)
+		page, err := a.m.Store().ListJobs(ctx, after, 500)
 		if err != nil || len(page) == 0 {
 			return err
 		}

@@ -26,7 +26,10 @@ var keyInPage = regexp.MustCompile(`id="key" name="key" value="([^"]+)"`)
 func TestApp(t *testing.T) {
 	t.Parallel()
 	store := jobstest.NewSQLite(t)
-	m := jobs.New(store, jobs.Options{})
+	m, err := jobs.New(store, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	// A job left pending by a previous run: Run picks it up.
 	left, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "carol", Key: "left", Kind: "print", Provider: "inkjet", Params: json.RawMessage(`{"pages":1}`)})
@@ -127,7 +130,10 @@ func TestApp(t *testing.T) {
 func TestOverlongTokenIs401(t *testing.T) {
 	t.Parallel()
 	store := jobstest.NewSQLite(t)
-	m := jobs.New(store, jobs.Options{})
+	m, err := jobs.New(store, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	a := app.New(m, app.Options{Logger: slog.New(slog.DiscardHandler)})
 	srv := httptest.NewServer(a.Handler())
 	t.Cleanup(srv.Close)
@@ -178,7 +184,10 @@ func TestBurstBeyondTheQueueAllSucceed(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			store := st.open(t)
-			m := jobs.New(store, jobs.Options{})
+			m, err := jobs.New(store, jobs.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
 			a := app.New(m, app.Options{WorkDelay: time.Millisecond, Workers: 8, Logger: slog.New(slog.DiscardHandler)})
 			srv := httptest.NewServer(a.Handler())
 			t.Cleanup(srv.Close)
