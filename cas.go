@@ -9,13 +9,11 @@ import (
 )
 
 // Complete offers the attempt's result to its job. The store performs a
-// compare-and-swap on the job's version:
-//
-//	UPDATE jobs SET result = …, completed_by = …, state = 'succeeded', version = version + 1
-//	WHERE id = $job AND version = $base AND completed_by IS NULL
-//
-// where $base is the version the attempt read when it started. Exactly one
-// attempt of a job can win, and finishing order decides, not starting order.
+// compare-and-swap on the job's version (pgCompleteAttempt and
+// sqliteCompleteJob below): the result is written only if the job is still
+// at the version the attempt read when it started and has no winner.
+// Exactly one attempt of a job can win, and finishing order decides, not
+// starting order.
 //
 // The winner's attempt becomes succeeded and Complete returns the job with the
 // result. A loser's result is dropped, not stored anywhere: its attempt
@@ -104,3 +102,121 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 	}
 	return Job{}, err
 }
+
+// The compare-and-swap.
+//
+// Every attempt records the job's version when it starts (BaseVersion).
+// A result reaches the job only through one guarded UPDATE whose WHERE
+// clause is the whole decision:
+//
+//	UPDATE jobs SET state = 'succeeded', result = $result, completed_by = $attempt,
+//	                version = version + 1, …
+//	 WHERE id = $job AND version = $base AND completed_by IS NULL AND state = 'running'
+//
+// Of several attempts racing to complete one job, the first whose UPDATE
+// runs changes the row; every later one finds completed_by set (and the
+// version moved on) and changes nothing. The database decides, not Go code
+// that read the row earlier, so finishing order decides, whatever order
+// the attempts started in, across goroutines, processes and machines.
+//
+// Who lost learns it from the same step: the attempt of a winning UPDATE
+// becomes succeeded; the attempt of a refused one becomes lost (another
+// attempt completed the job) or cancelled (the job was failed or cancelled
+// without a winner), with a reason naming why, and its result is stored
+// nowhere. The attempt must still be open (starting, running or unknown)
+// and, for a reconciler's write, still claimed with the reconciler's token;
+// otherwise nothing is written at all and the store reports the attempt as
+// it is.
+//
+// The two dialects make that one atomic step in their own way:
+//
+//   - PostgreSQL runs it as one statement of data-modifying common table
+//     expressions (pgCompleteAttempt). It locks the attempt row, then the
+//     job row, in that order (FOR UPDATE): a concurrent Cancel of the
+//     attempt waits, or has happened, so a job is never completed by an
+//     attempt that was cancelled meanwhile, and the job row read under the
+//     lock tells a loser who won. Every write that takes both locks takes
+//     them in this order; Purge never waits for either (SKIP LOCKED).
+//   - SQLite runs it in one immediate transaction (BEGIN IMMEDIATE takes
+//     the database's write lock first): it reads the attempt, runs the
+//     guarded UPDATE of the job (sqliteCompleteJob), reads the job again if
+//     it was refused, and moves the attempt. No other writer can run in
+//     between, so what the transaction read is what it changes.
+//
+// The conformance suite (jobstest) races 32 Completes of one job on every
+// store and checks one winner and 31 losers naming it, and that finishing
+// order decides; loosening the guard of either statement so that a
+// succeeded job can be written again makes those cases fail.
+
+// The reasons recorded on an attempt whose result was dropped. Both
+// dialects record exactly these, PostgreSQL by passing the pieces to
+// pgCompleteAttempt.
+const (
+	reasonLostPrefix   = "result dropped: attempt " // + the winner's ID
+	reasonLostSuffix   = " completed the job first" //
+	reasonClosedPrefix = "result dropped: job "     // + the job's state
+)
+
+// loseReason is the reason recorded on an attempt whose result arrived
+// after its job was completed by another attempt (lost), or closed without
+// a winner (cancelled).
+func loseReason(state AttemptState, j Job) string {
+	switch state {
+	case AttemptLost:
+		return reasonLostPrefix + j.CompletedBy + reasonLostSuffix
+	case AttemptCancelled:
+		return reasonClosedPrefix + string(j.State)
+	}
+	return ""
+}
+
+// pgCompleteAttempt is Complete in one statement. a and j lock the attempt,
+// then its job, and read their latest committed versions; won is the
+// compare-and-swap; att records the attempt's fate. The result ($2) appears
+// only in won: a loser's result is stored nowhere. $4 is a reconciler's
+// claim token or ”; $5, $6 and $7 are the pieces of the reasons above. It
+// returns the job and the attempt after the step, or no row if the attempt
+// does not exist, is no longer open, or is claimed with another token.
+const pgCompleteAttempt = `WITH a AS (
+    SELECT id, job_id, base_version, state, claim_token FROM job_attempts WHERE id = $1 FOR UPDATE
+), j AS (
+    SELECT ` + pgJobColsOfJobs + ` FROM jobs JOIN a ON jobs.id = a.job_id FOR UPDATE OF jobs
+), won AS (
+    UPDATE jobs SET state = 'succeeded', result = $2, completed_by = $1, version = jobs.version + 1,
+                    updated_at = $3, closed_at = $3
+      FROM a
+     WHERE jobs.id = a.job_id
+       AND a.state IN ('starting', 'running', 'unknown')
+       AND ($4 = '' OR a.claim_token = $4)
+       AND jobs.version = a.base_version
+       AND jobs.completed_by IS NULL
+       AND jobs.state = 'running'
+       AND EXISTS (SELECT 1 FROM j)
+    RETURNING ` + pgJobColsOfJobs + `
+), att AS (
+    UPDATE job_attempts SET
+        state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded'
+                     WHEN (SELECT completed_by FROM j) IS NOT NULL THEN 'lost'
+                     ELSE 'cancelled' END,
+        reason = CASE WHEN EXISTS (SELECT 1 FROM won) THEN reason
+                      WHEN (SELECT completed_by FROM j) IS NOT NULL THEN $5 || (SELECT completed_by FROM j) || $6
+                      ELSE $7 || (SELECT state FROM j) END,
+        updated_at = $3,
+        finished_at = $3
+     WHERE id = $1 AND state IN ('starting', 'running', 'unknown')
+       AND ($4 = '' OR claim_token = $4)
+    RETURNING ` + attemptCols + `
+)
+SELECT won.*, att.* FROM won, att
+UNION ALL
+SELECT j.*, att.* FROM j, att WHERE NOT EXISTS (SELECT 1 FROM won)`
+
+// sqliteCompleteJob is the compare-and-swap step of Complete on SQLite,
+// run in the immediate transaction of SQLiteStore.CompleteAttempt with the
+// attempt's job (?1), BaseVersion (?2), the result (?3), the attempt (?4)
+// and the time (?5). It returns the completed job, or no row when the job
+// is not at that version, has a winner or is not running.
+const sqliteCompleteJob = `UPDATE jobs SET state = 'succeeded', result = ?3, completed_by = ?4, version = version + 1,
+                updated_at = ?5, closed_at = ?5
+ WHERE id = ?1 AND version = ?2 AND completed_by IS NULL AND state = 'running'
+RETURNING ` + jobCols

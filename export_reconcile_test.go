@@ -1,10 +1,10 @@
 package jobs
 
-// StaleAttemptsQuery returns the statement of ReconcileStore.StaleAttempts
-// in dialect, for tests that check its plan.
+// StaleAttemptsQuery returns the statement of Store.StaleAttempts in
+// dialect, for tests that check its plan.
 func StaleAttemptsQuery(dialect string) string {
 	if dialect == "postgres" {
-		return qStaleAttempts
+		return pgStaleAttempts
 	}
-	return placeholder.ReplaceAllString(qStaleAttempts, "?$1")
+	return sqliteStaleAttempts
 }

@@ -85,62 +85,48 @@ const migrationsTable = `CREATE TABLE IF NOT EXISTS jobs_schema_migrations (
     applied_at text    NOT NULL
 )`
 
-// migrateBusyBudget bounds how long migrate retries a database that stays
-// busy, when ctx has no deadline of its own.
-const migrateBusyBudget = 30 * time.Second
-
-// migrate applies the missing migrations of d on db, in one transaction
-// under a lock that makes concurrent openers wait for each other: an advisory
-// lock on PostgreSQL (per schema), an immediate transaction on SQLite. It
-// refuses a database whose schema is newer than this library.
-//
-// On SQLite, the migration waits its turn in q, the store's write queue,
-// like any write. The first connections to a new file race to convert it to
-// WAL, and SQLite answers that conversion with "database is locked" at once,
-// without waiting for its busy timeout; so a busy migration, which has
-// written nothing, is tried again, for up to migrateBusyBudget.
-func migrate(ctx context.Context, db *sql.DB, d *dialect, q *writeQueue) error {
-	if d.retry == nil {
-		return migrateOnce(ctx, db, d)
-	}
-	ctx, cancel := context.WithTimeout(ctx, migrateBusyBudget)
-	defer cancel()
-	if err := q.lock(ctx); err != nil {
-		return d.interpret("migrate", err)
-	}
-	defer q.unlock()
-	return retryWhile(ctx, d.retry, func() error { return migrateOnce(ctx, db, d) })
+// migrationPlan is how one dialect applies its migrations: the statements
+// it runs them with, in one transaction.
+type migrationPlan struct {
+	dialect string // the folder of its migrations
+	begin   string // begins the transaction, with the write lock where there is one
+	lock    string // then waits for other openers, or "" where begin does
+	record  string // records one migration: version, name, applied_at
 }
 
-func migrateOnce(ctx context.Context, db *sql.DB, d *dialect) (err error) {
-	ms, err := MigrationList(d.name)
+// migrate applies the migrations db is missing, in one transaction under a
+// lock that makes concurrent openers wait for each other, and records each
+// in jobs_schema_migrations. It refuses a database whose schema is newer
+// than this library. It runs once: a dialect that can be busy retries it.
+func migrate(ctx context.Context, db *sql.DB, e errorMapper, p migrationPlan) (err error) {
+	ms, err := MigrationList(p.dialect)
 	if err != nil {
 		return err
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {
-		return d.interpret("migrate", err)
+		return e.interpret("migrate", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, d.beginMigrate); err != nil {
-		return d.interpret("migrate", err)
+	if _, err := conn.ExecContext(ctx, p.begin); err != nil {
+		return e.interpret("migrate", err)
 	}
 	defer func() {
 		if err != nil {
 			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
 		}
 	}()
-	if d.lockMigrate != "" {
-		if _, err := conn.ExecContext(ctx, d.lockMigrate); err != nil {
-			return d.interpret("migrate", err)
+	if p.lock != "" {
+		if _, err := conn.ExecContext(ctx, p.lock); err != nil {
+			return e.interpret("migrate", err)
 		}
 	}
 	if _, err := conn.ExecContext(ctx, migrationsTable); err != nil {
-		return d.interpret("migrate", err)
+		return e.interpret("migrate", err)
 	}
 	var current int
-	if err := conn.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM jobs_schema_migrations`).Scan(&current); err != nil {
-		return d.interpret("migrate", err)
+	if err := conn.QueryRowContext(ctx, qSchemaVersion).Scan(&current); err != nil {
+		return e.interpret("migrate", err)
 	}
 	if current > len(ms) {
 		return &StorageError{Op: "migrate", Kind: StorageSchema,
@@ -148,26 +134,58 @@ func migrateOnce(ctx context.Context, db *sql.DB, d *dialect) (err error) {
 	}
 	for _, m := range ms[current:] {
 		if _, err := conn.ExecContext(ctx, m.SQL); err != nil {
-			return d.interpret("migrate "+m.Name, err)
+			return e.interpret("migrate "+m.Name, err)
 		}
-		if _, err := conn.ExecContext(ctx, d.rebind(`INSERT INTO jobs_schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`),
-			m.Version, m.Name, nowText()); err != nil {
-			return d.interpret("migrate "+m.Name, err)
+		applied := time.Now().UTC().Format(time.RFC3339Nano)
+		if _, err := conn.ExecContext(ctx, p.record, m.Version, m.Name, applied); err != nil {
+			return e.interpret("migrate "+m.Name, err)
 		}
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return d.interpret("migrate", err)
+		return e.interpret("migrate", err)
 	}
 	return nil
 }
 
-// DatabaseSchemaVersion reports the schema version recorded in the store's
-// database (0 if none).
-func (s *SQLStore) DatabaseSchemaVersion(ctx context.Context) (int, error) {
+const (
+	qSchemaVersion     = `SELECT COALESCE(MAX(version), 0) FROM jobs_schema_migrations`
+	qAppliedMigrations = `SELECT version, name, applied_at FROM jobs_schema_migrations ORDER BY version`
+)
+
+func schemaVersion(ctx context.Context, q DBTX, e errorMapper) (int, error) {
 	var v int
-	err := s.rdb.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM jobs_schema_migrations`).Scan(&v)
-	if err != nil {
-		return 0, s.d.interpret("schema version", err)
+	if err := q.QueryRowContext(ctx, qSchemaVersion).Scan(&v); err != nil {
+		return 0, e.interpret("schema version", err)
 	}
 	return v, nil
+}
+
+func appliedMigrations(ctx context.Context, q DBTX, e errorMapper) ([]AppliedMigration, error) {
+	out, err := queryAll(ctx, q, e, "schema version", scanMigration, qAppliedMigrations)
+	if se, ok := err.(*StorageError); ok && se.Kind == StorageSchema {
+		return nil, nil // no version table yet
+	}
+	return out, err
+}
+
+// checkSchema is what opening a store does about the schema once the
+// options are read: nothing (InspectOnly), apply the missing migrations
+// (the default), or only check that the database is at this library's
+// version (SkipMigrations).
+func checkSchema(ctx context.Context, s SQLStore, cfg storeConfig, apply func(context.Context) error) error {
+	switch {
+	case cfg.inspectOnly:
+		return nil
+	case !cfg.skipMigrations:
+		return apply(ctx)
+	}
+	v, err := s.DatabaseSchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	if want := SchemaVersion(); v != want {
+		return &StorageError{Op: "open", Kind: StorageSchema,
+			Message: fmt.Sprintf("database schema is version %d; this library needs %d", v, want)}
+	}
+	return nil
 }

@@ -24,17 +24,17 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 	const openers = 10
 	cases := []struct {
 		name string
-		open func(t *testing.T) func() (*jobs.SQLStore, error)
+		open func(t *testing.T) func() (jobs.SQLStore, error)
 	}{
-		{"sqlite", func(t *testing.T) func() (*jobs.SQLStore, error) {
+		{"sqlite", func(t *testing.T) func() (jobs.SQLStore, error) {
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			return func() (*jobs.SQLStore, error) { return jobs.OpenSQLite(context.Background(), path) }
+			return func() (jobs.SQLStore, error) { return jobs.OpenSQLite(context.Background(), path) }
 		}},
-		{"sqlite-handles", func(t *testing.T) func() (*jobs.SQLStore, error) {
+		{"sqlite-handles", func(t *testing.T) func() (jobs.SQLStore, error) {
 			// The caller's own handles, without a busy timeout: the lock
 			// must still be waited for.
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			return func() (*jobs.SQLStore, error) {
+			return func() (jobs.SQLStore, error) {
 				db, err := sql.Open("sqlite3", path)
 				if err != nil {
 					return nil, err
@@ -43,9 +43,9 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 				return jobs.NewSQLiteStore(context.Background(), db)
 			}
 		}},
-		{"postgres", func(t *testing.T) func() (*jobs.SQLStore, error) {
+		{"postgres", func(t *testing.T) func() (jobs.SQLStore, error) {
 			dsn := jobstest.PostgresDSN(t)
-			return func() (*jobs.SQLStore, error) {
+			return func() (jobs.SQLStore, error) {
 				// A pool of its own per opener, like a process.
 				db, err := sql.Open("pgx", dsn)
 				if err != nil {
@@ -61,7 +61,7 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			open := tc.open(t)
-			stores := make([]*jobs.SQLStore, openers)
+			stores := make([]jobs.SQLStore, openers)
 			errs := make([]error, openers)
 			var wg sync.WaitGroup
 			start := make(chan struct{})
@@ -92,7 +92,7 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 }
 
 // assertMigrations checks that every migration is recorded once, in order.
-func checkMigrationsRecorded(t testing.TB, s *jobs.SQLStore) {
+func checkMigrationsRecorded(t testing.TB, s jobs.SQLStore) {
 	t.Helper()
 	ms, err := jobs.MigrationList(s.Dialect())
 	if err != nil {
@@ -180,7 +180,7 @@ func writeSchemaV1(t testing.TB, db *sql.DB, dialect string) {
 // openUpgraded writes a database of dialect at an older schema version with
 // write, as an older release left it, and opens a store on it, which
 // migrates it.
-func openUpgraded(t *testing.T, dialect string, write func(testing.TB, *sql.DB, string)) *jobs.SQLStore {
+func openUpgraded(t *testing.T, dialect string, write func(testing.TB, *sql.DB, string)) jobs.SQLStore {
 	t.Helper()
 	if dialect == "sqlite" {
 		path := filepath.Join(t.TempDir(), "old.db")
@@ -267,22 +267,22 @@ func TestNewerSchemaRefused(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
-		open func(t *testing.T) (first *jobs.SQLStore, reopen func(...jobs.StoreOption) (*jobs.SQLStore, error))
+		open func(t *testing.T) (first jobs.SQLStore, reopen func(...jobs.StoreOption) (jobs.SQLStore, error))
 	}{
-		{"sqlite", func(t *testing.T) (*jobs.SQLStore, func(...jobs.StoreOption) (*jobs.SQLStore, error)) {
+		{"sqlite", func(t *testing.T) (jobs.SQLStore, func(...jobs.StoreOption) (jobs.SQLStore, error)) {
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			return jobstest.NewSQLiteAt(t, path), func(o ...jobs.StoreOption) (*jobs.SQLStore, error) {
+			return jobstest.NewSQLiteAt(t, path), func(o ...jobs.StoreOption) (jobs.SQLStore, error) {
 				return jobs.OpenSQLite(context.Background(), path, o...)
 			}
 		}},
-		{"postgres", func(t *testing.T) (*jobs.SQLStore, func(...jobs.StoreOption) (*jobs.SQLStore, error)) {
+		{"postgres", func(t *testing.T) (jobs.SQLStore, func(...jobs.StoreOption) (jobs.SQLStore, error)) {
 			dsn := jobstest.PostgresDSN(t)
 			s, err := jobs.OpenPostgres(context.Background(), dsn)
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { s.Close() })
-			return s, func(o ...jobs.StoreOption) (*jobs.SQLStore, error) {
+			return s, func(o ...jobs.StoreOption) (jobs.SQLStore, error) {
 				return jobs.OpenPostgres(context.Background(), dsn, o...)
 			}
 		}},

@@ -20,10 +20,10 @@ import (
 // opsStores are the stores every test here runs on.
 var opsStores = []struct {
 	name string
-	open func(t testing.TB) *jobs.SQLStore
+	open func(t testing.TB) jobs.SQLStore
 }{
-	{"sqlite", func(t testing.TB) *jobs.SQLStore { return jobstest.NewSQLite(t) }},
-	{"postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
+	{"sqlite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
+	{"postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
 }
 
 // eventRecorder records events, safe for concurrent use.

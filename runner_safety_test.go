@@ -148,7 +148,7 @@ func (f *fixture) runnerOver(providers map[string]jobs.Provider, fallbacks ...st
 // startRefusingStore is a store whose CreateAttempt fails with a storage
 // error once refuse is set, as it would once the database went away.
 type startRefusingStore struct {
-	*jobs.SQLStore
+	jobs.SQLStore
 	refuse atomic.Bool
 }
 
@@ -337,7 +337,7 @@ func TestRunnerFailsOverOnlyPastAFailureItRecorded(t *testing.T) {
 		for _, tt := range tests {
 			t.Run(tt.name, func(t *testing.T) {
 				f := newFixture(t, sc)
-				f.store = &startRefusingStore{SQLStore: f.store.(*jobs.SQLStore)}
+				f.store = &startRefusingStore{SQLStore: f.store.(jobs.SQLStore)}
 				h := f.withHooks()
 				f.verify(t, "beta", goodB)
 				alpha := newScripted("alpha", f.clock)

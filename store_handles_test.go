@@ -21,24 +21,24 @@ func TestCallerHandles(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name string
-		open func(t *testing.T) (*sqlx.DB, func(context.Context, *sqlx.DB) (*jobs.SQLStore, error))
+		open func(t *testing.T) (*sqlx.DB, func(context.Context, *sqlx.DB) (jobs.SQLStore, error))
 	}{
-		{"sqlite", func(t *testing.T) (*sqlx.DB, func(context.Context, *sqlx.DB) (*jobs.SQLStore, error)) {
+		{"sqlite", func(t *testing.T) (*sqlx.DB, func(context.Context, *sqlx.DB) (jobs.SQLStore, error)) {
 			db, err := sqlx.Open("sqlite3", filepath.Join(t.TempDir(), "app.db")+"?_busy_timeout=5000&_journal_mode=WAL")
 			if err != nil {
 				t.Fatal(err)
 			}
-			return db, func(ctx context.Context, db *sqlx.DB) (*jobs.SQLStore, error) {
+			return db, func(ctx context.Context, db *sqlx.DB) (jobs.SQLStore, error) {
 				return jobs.NewSQLiteStoreSQLX(ctx, db)
 			}
 		}},
-		{"postgres", func(t *testing.T) (*sqlx.DB, func(context.Context, *sqlx.DB) (*jobs.SQLStore, error)) {
+		{"postgres", func(t *testing.T) (*sqlx.DB, func(context.Context, *sqlx.DB) (jobs.SQLStore, error)) {
 			db, err := sqlx.Open("pgx", jobstest.PostgresDSN(t))
 			if err != nil {
 				t.Fatal(err)
 			}
 			db.SetMaxOpenConns(4)
-			return db, func(ctx context.Context, db *sqlx.DB) (*jobs.SQLStore, error) {
+			return db, func(ctx context.Context, db *sqlx.DB) (jobs.SQLStore, error) {
 				return jobs.NewPostgresStoreSQLX(ctx, db)
 			}
 		}},

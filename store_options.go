@@ -1,11 +1,7 @@
 package jobs
 
 import (
-	"context"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // StoreOption configures how a store is opened.
@@ -46,41 +42,17 @@ func ObserveWriteWait(fn func(wait time.Duration)) StoreOption {
 // parse, or ListenDSN on SQLite, makes opening fail with ErrInvalidInput.
 func ListenDSN(dsn string) StoreOption { return func(c *storeConfig) { c.listenDSN = &dsn } }
 
-// init applies the schema, or checks it when migrations are skipped.
-func (s *SQLStore) init(ctx context.Context, opts []StoreOption) error {
+// InspectOnly opens a store without applying or checking the schema, for
+// tools that report on a database whatever its version, such as jobsctl's
+// schema command. Other operations may fail on a database at another
+// schema version than this library's; use it for AppliedMigrations and
+// DatabaseSchemaVersion.
+func InspectOnly() StoreOption { return func(c *storeConfig) { c.inspectOnly = true } }
+
+func readOptions(opts []StoreOption) storeConfig {
 	var cfg storeConfig
 	for _, o := range opts {
 		o(&cfg)
 	}
-	if s.d.writeLock {
-		s.onWriteWait = cfg.onWriteWait
-	}
-	if cfg.listenDSN != nil {
-		if s.d != postgresDialect {
-			return invalid("ListenDSN", "only the PostgreSQL store listens")
-		}
-		if *cfg.listenDSN == "" {
-			return invalid("ListenDSN", "empty")
-		}
-		lc, err := pgx.ParseConfig(*cfg.listenDSN)
-		if err != nil {
-			return invalid("ListenDSN", "%v", err)
-		}
-		s.listener.config = lc
-	}
-	if cfg.inspectOnly {
-		return nil
-	}
-	if !cfg.skipMigrations {
-		return migrate(ctx, s.db, s.d, s.queue)
-	}
-	v, err := s.DatabaseSchemaVersion(ctx)
-	if err != nil {
-		return err
-	}
-	if want := SchemaVersion(); v != want {
-		return &StorageError{Op: "open", Kind: StorageSchema,
-			Message: fmt.Sprintf("database schema is version %d; this library needs %d", v, want)}
-	}
-	return nil
+	return cfg
 }

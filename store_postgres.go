@@ -2,25 +2,46 @@ package jobs
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
 	"github.com/jmoiron/sqlx"
 )
+
+// PostgresStore is the Store on PostgreSQL, through pgx's database/sql
+// driver. Every write is one statement: Submit an INSERT … ON CONFLICT that
+// also returns an existing row, StartAttempt a guarded update of the job
+// joined to the attempt's insert, Complete the compare-and-swap of cas.go.
+// Concurrent writers, in this process or others, are ordered by row locks,
+// and every guard is re-checked by PostgreSQL on the row it finally locks.
+// Manager.Wait is woken by LISTEN/NOTIFY (see NotifyClosed).
+//
+// This file holds everything the store does: opening, settings, every
+// statement, error mapping, purge and the listening connection.
+type PostgresStore struct {
+	sqlHandles
+	listener closeListener // shared by the waiters of Manager.Wait
+}
 
 // OpenPostgres connects to PostgreSQL through pgx's database/sql driver and
 // applies the schema (see Migrations). dsn is a pgx connection string, e.g.
 // "postgres://app@db:5432/app?sslmode=disable"; add search_path=NAME to keep
 // the tables in their own schema. Close the store to close the connection
 // pool.
-func OpenPostgres(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore, error) {
+func OpenPostgres(ctx context.Context, dsn string, opts ...StoreOption) (*PostgresStore, error) {
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return nil, &StorageError{Op: "open postgres", Kind: StorageUnavailable, Message: err.Error()}
@@ -35,36 +56,78 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...StoreOption) (*SQLSto
 }
 
 // NewPostgresStore returns a store over the caller's PostgreSQL database,
-// opened with the "pgx" driver, and applies the schema. The caller keeps
-// ownership of db.
-func NewPostgresStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*SQLStore, error) {
-	s := newSQLStore(postgresDialect, db, nil)
-	if err := s.init(ctx, opts); err != nil {
+// opened with the "pgx" driver (sql.Open("pgx", dsn), or
+// stdlib.OpenDBFromPool to share a pgxpool with the application), and
+// applies the schema. The caller keeps ownership of db.
+func NewPostgresStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*PostgresStore, error) {
+	cfg := readOptions(opts)
+	s := &PostgresStore{sqlHandles: sqlHandles{db: db, rdb: db}}
+	if cfg.listenDSN != nil {
+		if *cfg.listenDSN == "" {
+			return nil, invalid("ListenDSN", "empty")
+		}
+		lc, err := pgx.ParseConfig(*cfg.listenDSN)
+		if err != nil {
+			return nil, invalid("ListenDSN", "%v", err)
+		}
+		s.listener.config = lc
+	}
+	if err := checkSchema(ctx, s, cfg, s.migrate); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // NewPostgresStoreSQLX is NewPostgresStore for an *sqlx.DB.
-func NewPostgresStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...StoreOption) (*SQLStore, error) {
+func NewPostgresStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...StoreOption) (*PostgresStore, error) {
 	return NewPostgresStore(ctx, db.DB, opts...)
 }
 
-var postgresDialect = &dialect{
-	name:         "postgres",
-	rebind:       func(q string) string { return q },
-	ts:           func(t time.Time) any { return t },
-	interpret:    interpretPostgres,
-	ctes:         true,
-	beginMigrate: "BEGIN",
-	// One lock per schema, so that tests in separate schemas do not wait on each other.
-	lockMigrate: `SELECT pg_advisory_xact_lock(hashtext('jobs.migrate.' || current_schema()))`,
-	beginWrite:  "BEGIN",
+// Dialect returns "postgres".
+func (s *PostgresStore) Dialect() string { return "postgres" }
 
+// Close stops the listening connection and closes the database handles the
+// store opened itself. Handles passed in by the caller are left open.
+func (s *PostgresStore) Close() error {
+	s.listener.close()
+	return s.closeOwned()
+}
+
+// migrate applies the schema in one transaction under an advisory lock,
+// one per schema, so that tests in separate schemas do not wait for each
+// other.
+func (s *PostgresStore) migrate(ctx context.Context) error {
+	return migrate(ctx, s.db, s, migrationPlan{
+		dialect: "postgres",
+		begin:   "BEGIN",
+		lock:    `SELECT pg_advisory_xact_lock(hashtext('jobs.migrate.' || current_schema()))`,
+		record:  `INSERT INTO jobs_schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
+	})
+}
+
+// DatabaseSchemaVersion implements SQLStore.
+func (s *PostgresStore) DatabaseSchemaVersion(ctx context.Context) (int, error) {
+	return schemaVersion(ctx, s.db, s)
+}
+
+// AppliedMigrations implements SQLStore.
+func (s *PostgresStore) AppliedMigrations(ctx context.Context) ([]AppliedMigration, error) {
+	return appliedMigrations(ctx, s.db, s)
+}
+
+// pgJobColsOfJobs is jobCols qualified by the table, for statements that
+// join jobs with another table.
+const pgJobColsOfJobs = `jobs.id, jobs.owner, jobs.idempotency_key, jobs.kind, jobs.provider, jobs.params,
+    jobs.fingerprint, jobs.state, jobs.version, jobs.attempt_count, jobs.result, jobs.completed_by, jobs.reason,
+    jobs.created_at, jobs.updated_at, jobs.closed_at`
+
+// The statements, in the order of the methods below.
+const (
 	// Submit in one round trip: insert, or return the existing row. A
-	// duplicate inserted by a transaction that committed after this statement
-	// began is invisible to its snapshot; the caller then reads it again.
-	createJob: `WITH ins AS (
+	// duplicate inserted by a transaction that committed after this
+	// statement began is invisible to its snapshot; then no row comes back,
+	// and createJob reads it with a new statement.
+	pgCreateJob = `WITH ins AS (
     INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8)
     ON CONFLICT (owner, idempotency_key) DO NOTHING
@@ -73,63 +136,377 @@ var postgresDialect = &dialect{
 SELECT ` + jobCols + `, true FROM ins
 UNION ALL
 SELECT ` + jobCols + `, false FROM jobs
- WHERE owner = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT 1 FROM ins)`,
+ WHERE owner = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT 1 FROM ins)`
 
-	// StartAttempt in one statement: guard and count on the job row, then
-	// insert the attempt with the job's version. The unique index on starting
-	// attempts backs up the guard against concurrent inserts.
-	startAttempt: `WITH j AS (
+	pgJobByID   = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1`
+	pgJobByKey  = `SELECT ` + jobCols + ` FROM jobs WHERE owner = $1 AND idempotency_key = $2`
+	pgListJobs  = `SELECT ` + jobCols + ` FROM jobs WHERE id > $1 ORDER BY id LIMIT $2`
+	pgJobExists = `SELECT 1 FROM jobs WHERE id = $1`
+
+	// CloseJob fails or cancels an open job. With $5 (fail) it also
+	// requires that no attempt is open; comparing attempt_count with the
+	// statement's snapshot makes a concurrent StartAttempt (which increments
+	// it under the row lock) turn this into a no-op instead of a stale
+	// success: PostgreSQL re-evaluates the WHERE on the row it locks.
+	pgCloseJob = `UPDATE jobs SET
+        state      = $2,
+        version    = version + 1,
+        reason     = $3,
+        updated_at = $4,
+        closed_at  = $4
+    WHERE id = $1 AND state IN ('pending', 'running')
+      AND (NOT $5 OR (
+            attempt_count = (SELECT s.attempt_count FROM jobs s WHERE s.id = $1)
+            AND NOT EXISTS (SELECT 1 FROM job_attempts a
+                            WHERE a.job_id = $1 AND a.state IN ('starting', 'running', 'unknown'))))
+    RETURNING ` + jobCols
+
+	pgAttemptByID = `SELECT ` + attemptCols + ` FROM job_attempts WHERE id = $1`
+	pgAttempts    = `SELECT ` + attemptCols + ` FROM job_attempts WHERE job_id = $1 ORDER BY seq`
+
+	// StartAttempt in one statement. The UPDATE of the job is the guard:
+	// the job must be open, no attempt may be in doubt (nor running, unless
+	// $4 allows a hedge), and attempt_count must still be what the
+	// statement's snapshot saw. It takes the job's row lock; if a concurrent
+	// StartAttempt or FailJob changed the row first, PostgreSQL re-evaluates
+	// the WHERE on the new row, where the count no longer matches, and the
+	// statement does nothing (the caller looks again). The attempt is
+	// inserted with the job's version and the new count as its Seq. The
+	// unique index on attempts in doubt backs the guard up.
+	pgCreateAttempt = `WITH j AS (
     UPDATE jobs SET state = 'running', attempt_count = attempt_count + 1, updated_at = $5
-    ` + openJobGuard + `
+     WHERE id = $1
+       AND state IN ('pending', 'running')
+       AND attempt_count = (SELECT s.attempt_count FROM jobs s WHERE s.id = $1)
+       AND NOT EXISTS (SELECT 1 FROM job_attempts a
+                        WHERE a.job_id = $1
+                          AND (a.state IN ('starting', 'unknown') OR (a.state = 'running' AND NOT $4)))
     RETURNING id, version, attempt_count, provider
 )
 INSERT INTO job_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
 SELECT $2, j.id, j.attempt_count, COALESCE(NULLIF($3, ''), j.provider), 'starting', j.version, $4, $5, $5 FROM j
-RETURNING ` + attemptCols,
+RETURNING ` + attemptCols
 
-	// Complete in one statement. a and j lock the attempt, then its job, and
-	// return their latest committed versions; won is the compare-and-swap of
-	// DESIGN §3.4; att records the attempt's fate. The result ($2) appears
-	// only in won: a loser's result is stored nowhere. A reconciler's claim
-	// token ($4) must still be the attempt's, or nothing changes.
-	completeCAS: `WITH a AS (
-    SELECT id, job_id, base_version, state, claim_token FROM job_attempts WHERE id = $1 FOR UPDATE
-), j AS (
-    SELECT ` + qualify("jobs", jobCols) + ` FROM jobs JOIN a ON jobs.id = a.job_id FOR UPDATE OF jobs
-), won AS (
-    UPDATE jobs SET state = 'succeeded', result = $2, completed_by = $1, version = jobs.version + 1,
-                    updated_at = $3, closed_at = $3
-      FROM a
-     WHERE jobs.id = a.job_id
-       AND a.state IN ('starting', 'running', 'unknown')
-       AND ($4 = '' OR a.claim_token = $4)
-       AND jobs.version = a.base_version
-       AND jobs.completed_by IS NULL
-       AND jobs.state = 'running'
-       AND EXISTS (SELECT 1 FROM j)
-    RETURNING ` + qualify("jobs", jobCols) + `
+	// The open attempt that blocks a new attempt or a FailJob, for error
+	// reports: one in doubt first, then a running one.
+	pgBlocker = `SELECT id, state FROM job_attempts
+    WHERE job_id = $1 AND state IN ('starting', 'unknown', 'running')
+    ORDER BY CASE state WHEN 'running' THEN 1 ELSE 0 END, seq LIMIT 1`
+
+	pgOtherInDoubt = `SELECT id, state FROM job_attempts
+    WHERE job_id = $1 AND id <> $2 AND state IN ('starting', 'unknown') LIMIT 1`
+
+	// UpdateAttempt: a move from one of $7, $8, $9. A provider reference
+	// ($3) is recorded only on an attempt that has none: once recorded, it
+	// never changes. A reconciler's write ($10) applies only under its
+	// claim. Moving to unknown beside another attempt in doubt violates
+	// the unique index job_attempts_one_in_doubt.
+	pgUpdateAttempt = `UPDATE job_attempts SET
+        state        = $2,
+        provider_ref = CASE WHEN $3 = '' THEN provider_ref ELSE $3 END,
+        reason       = CASE WHEN $4 = '' THEN reason ELSE $4 END,
+        updated_at   = $5,
+        finished_at  = CASE WHEN $6 THEN $5 ELSE finished_at END
+    WHERE id = $1 AND state IN ($7, $8, $9) AND ($3 = '' OR provider_ref = '')
+      AND ($10 = '' OR claim_token = $10)
+    RETURNING ` + attemptCols
+
+	// Stale attempts, served by job_attempts_stale_idx (updated_at,
+	// claimed_until; partial on open states).
+	pgStaleAttempts = `SELECT ` + attemptCols + ` FROM job_attempts
+    WHERE state IN ('starting', 'running', 'unknown')
+      AND updated_at < $3
+      AND ((state = 'unknown' AND updated_at < $1) OR (state <> 'unknown' AND updated_at < $2))
+      AND (claimed_until IS NULL OR claimed_until <= $5)
+    ORDER BY updated_at, id
+    LIMIT $4`
+
+	// A claim is taken on an attempt still as the reconciler read it, and
+	// not claimed by anyone else. PostgreSQL re-evaluates the WHERE on a
+	// row that a concurrent claim changed first, so that of racing claims
+	// exactly one changes the row.
+	pgClaimAttempt = `UPDATE job_attempts SET claim_token = $4, claimed_until = $6
+    WHERE id = $1 AND state = $2 AND updated_at = $3
+      AND (claimed_until IS NULL OR claimed_until <= $5)
+    RETURNING ` + attemptCols
+
+	pgRenewClaim = `UPDATE job_attempts SET claimed_until = $3 WHERE id = $1 AND claim_token = $2`
+	pgClaimToken = `SELECT claim_token FROM job_attempts WHERE id = $1`
+
+	pgRecordVerification = `INSERT INTO job_verifications (` + verificationCols + `)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+
+	// Served by job_verifications_lookup_idx when provider, kind and
+	// contract version are given, as CheckFailover gives them.
+	pgVerifications = `SELECT ` + verificationCols + ` FROM job_verifications
+    WHERE ($1 = '' OR provider = $1) AND ($2 = '' OR kind = $2) AND ($3 = '' OR contract_version = $3)
+    ORDER BY verified_at DESC, id DESC LIMIT $4`
+
+	// A job is purgeable when it is terminal (closed_at is set exactly
+	// then), closed before $1, and has no open attempt; candidates are
+	// read through jobs_closed_at_idx, oldest first.
+	pgPurgeable = `closed_at IS NOT NULL AND closed_at < $1
+      AND NOT EXISTS (SELECT 1 FROM job_attempts a
+                      WHERE a.job_id = jobs.id AND a.state IN ('starting', 'running', 'unknown'))`
+
+	pgCountPurgeable = `SELECT COUNT(*), COALESCE(SUM(attempt_count), 0) FROM jobs WHERE ` + pgPurgeable
+
+	// One statement deletes a batch, and never waits for a lock: victims
+	// takes the jobs' row locks with SKIP LOCKED, att the attempts' the same
+	// way, and only jobs whose every attempt could be locked (ok) are
+	// deleted. Complete locks an attempt and then its job, the opposite
+	// order; waiting for an attempt here would deadlock with a retried
+	// Complete. A terminal job accepts no new attempt, and a terminal
+	// attempt never reopens, so what victims saw stays true. The attempts
+	// are deleted explicitly, rather than by the foreign key's cascade, so
+	// that they are counted.
+	pgPurge = `WITH victims AS (
+    SELECT id, attempt_count FROM jobs WHERE ` + pgPurgeable + `
+     ORDER BY closed_at LIMIT $2
+       FOR UPDATE SKIP LOCKED
 ), att AS (
-    UPDATE job_attempts SET
-        state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded'
-                     WHEN (SELECT completed_by FROM j) IS NOT NULL THEN 'lost'
-                     ELSE 'cancelled' END,
-        reason = CASE WHEN EXISTS (SELECT 1 FROM won) THEN reason
-                      WHEN (SELECT completed_by FROM j) IS NOT NULL
-                      THEN 'result dropped: attempt ' || (SELECT completed_by FROM j) || ' completed the job first'
-                      ELSE 'result dropped: job ' || (SELECT state FROM j) END,
-        updated_at = $3,
-        finished_at = $3
-     WHERE id = $1 AND state IN ('starting', 'running', 'unknown')
-       AND ($4 = '' OR claim_token = $4)
-    RETURNING ` + attemptCols + `
+    SELECT id, job_id FROM job_attempts WHERE job_id IN (SELECT id FROM victims)
+       FOR UPDATE SKIP LOCKED
+), ok AS (
+    SELECT v.id FROM victims v
+     WHERE v.attempt_count = (SELECT COUNT(*) FROM att WHERE att.job_id = v.id)
+), da AS (
+    DELETE FROM job_attempts WHERE id IN (SELECT att.id FROM att JOIN ok ON ok.id = att.job_id) RETURNING 1
+), dj AS (
+    DELETE FROM jobs WHERE id IN (SELECT id FROM ok) RETURNING 1
 )
-SELECT won.*, att.* FROM won, att
-UNION ALL
-SELECT j.*, att.* FROM j, att WHERE NOT EXISTS (SELECT 1 FROM won)`,
+SELECT (SELECT COUNT(*) FROM dj), (SELECT COUNT(*) FROM da)`
+)
+
+// CreateJob implements Store.
+func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
+	return s.createJob(ctx, s.db, j)
 }
 
-// interpretPostgres maps pgx errors to this package's errors.
-func interpretPostgres(op string, err error) error {
+// CreateJobTx implements Store. It runs each statement once: PostgreSQL
+// aborts the caller's transaction on a serialization failure or a
+// deadlock, which are returned as a StorageError of kind StorageConflict.
+func (s *PostgresStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, bool, error) {
+	got, created, err := s.createJob(ctx, tx, j)
+	return got, created, inCallerTx(err)
+}
+
+func (s *PostgresStore) createJob(ctx context.Context, q DBTX, j Job) (Job, bool, error) {
+	for range maxRetries {
+		var created bool
+		got, err := scanJobAnd(q.QueryRowContext(ctx, pgCreateJob,
+			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt), &created)
+		if !errors.Is(err, sql.ErrNoRows) {
+			return got, created, s.interpret("create job", err)
+		}
+		// A duplicate whose row the statement could not see: it committed
+		// after the statement began. A new statement sees it.
+		got, err = queryOne(ctx, q, s, "get job by key", errNoJobForKey, scanJob, pgJobByKey, j.Owner, j.Key)
+		if !errors.Is(err, ErrNotFound) {
+			return got, false, err
+		}
+		// Deleted in between (retention): insert again.
+	}
+	return Job{}, false, errKeptChanging("create job")
+}
+
+// Job implements Store.
+func (s *PostgresStore) Job(ctx context.Context, id string) (Job, error) {
+	return queryOne(ctx, s.db, s, "get job", jobNotFound(id), scanJob, pgJobByID, id)
+}
+
+// JobByKey implements Store.
+func (s *PostgresStore) JobByKey(ctx context.Context, owner, key string) (Job, error) {
+	return queryOne(ctx, s.db, s, "get job by key", errNoJobForKey, scanJob, pgJobByKey, owner, key)
+}
+
+// ListJobs implements Store.
+func (s *PostgresStore) ListJobs(ctx context.Context, afterID string, limit int) ([]Job, error) {
+	return queryAll(ctx, s.db, s, "list jobs", func(sc scanner) (Job, error) { return scanJob(sc) }, pgListJobs, afterID, limit)
+}
+
+// CloseJob implements Store.
+func (s *PostgresStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
+	for range maxRetries {
+		j, err := scanJob(s.db.QueryRowContext(ctx, pgCloseJob, c.ID, string(c.To), c.Reason, c.At, c.To == JobFailed))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return j, s.interpret("close job", err)
+		}
+		if err := whyNotClosed(ctx, s, c); err != nil {
+			return Job{}, err
+		}
+	}
+	return Job{}, errKeptChanging("close job")
+}
+
+// Attempt implements Store.
+func (s *PostgresStore) Attempt(ctx context.Context, id string) (Attempt, error) {
+	return queryOne(ctx, s.db, s, "get attempt", attemptNotFound(id), scanAttempt, pgAttemptByID, id)
+}
+
+// Attempts implements Store.
+func (s *PostgresStore) Attempts(ctx context.Context, jobID string) ([]Attempt, error) {
+	out, err := queryAll(ctx, s.db, s, "list attempts", scanAttempt, pgAttempts, jobID)
+	if err != nil || len(out) > 0 {
+		return out, err
+	}
+	// No attempt: is there a job?
+	_, err = queryOne(ctx, s.db, s, "list attempts", jobNotFound(jobID), scanValue[int], pgJobExists, jobID)
+	return out, err
+}
+
+// CreateAttempt implements Store.
+func (s *PostgresStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt, error) {
+	for range maxRetries {
+		a, err := scanAttempt(s.db.QueryRowContext(ctx, pgCreateAttempt, na.JobID, na.ID, na.Provider, na.Hedge, na.At))
+		err = s.interpret("start attempt", err)
+		if !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, errUniqueInDoubt) {
+			return a, err
+		}
+		if err := whyNoAttempt(ctx, s, na); err != nil {
+			return Attempt{}, err
+		}
+	}
+	return Attempt{}, errKeptChanging("start attempt")
+}
+
+// UpdateAttempt implements Store.
+func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error) {
+	from1, from2, from3 := fromStates(u.From)
+	for range maxRetries {
+		a, err := scanAttempt(s.db.QueryRowContext(ctx, pgUpdateAttempt,
+			u.ID, string(u.To), u.ProviderRef, u.Reason, u.At, u.To.Terminal(), from1, from2, from3, u.ClaimToken))
+		err = s.interpret("update attempt", err)
+		inDoubt := errors.Is(err, errUniqueInDoubt)
+		if !inDoubt && !errors.Is(err, sql.ErrNoRows) {
+			return a, err
+		}
+		if cur, err := whyNotUpdated(ctx, s, u, inDoubt); err != nil {
+			return cur, err
+		}
+	}
+	return Attempt{}, errKeptChanging("update attempt")
+}
+
+// CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
+// statement (pgCompleteAttempt).
+func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error) {
+	var a Attempt
+	j, err := scanJobAnd(s.db.QueryRowContext(ctx, pgCompleteAttempt, c.AttemptID, string(c.Result), c.At, c.ClaimToken,
+		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix), attemptDest(&a)...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return whyNotCompleted(ctx, s, c)
+	}
+	if err != nil {
+		return Job{}, Attempt{}, s.interpret("complete attempt", err)
+	}
+	return completed(j, a)
+}
+
+// StaleAttempts implements Store.
+func (s *PostgresStore) StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	upper := q.UnknownBefore
+	if q.OpenBefore.After(upper) {
+		upper = q.OpenBefore
+	}
+	unclaimed := q.UnclaimedAt
+	if unclaimed.IsZero() {
+		unclaimed = endOfTime
+	}
+	return queryAll(ctx, s.db, s, "list stale attempts", scanAttempt, pgStaleAttempts,
+		q.UnknownBefore, q.OpenBefore, upper, limit, unclaimed)
+}
+
+// ClaimAttempt implements Store.
+func (s *PostgresStore) ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt, bool, error) {
+	a, err := scanAttempt(s.db.QueryRowContext(ctx, pgClaimAttempt, c.ID, string(c.State), c.UpdatedAt, c.Token, c.At, c.Until))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Attempt{}, false, nil
+	}
+	if err != nil {
+		return Attempt{}, false, s.interpret("claim attempt", err)
+	}
+	return a, true, nil
+}
+
+// RenewClaim implements Store.
+func (s *PostgresStore) RenewClaim(ctx context.Context, c AttemptClaim) (bool, error) {
+	n, err := rowsAffected(ctx, s.db, pgRenewClaim, c.ID, c.Token, c.Until)
+	if err != nil {
+		return false, s.interpret("renew claim", err)
+	}
+	return n == 1, nil
+}
+
+// RecordVerification implements Store.
+func (s *PostgresStore) RecordVerification(ctx context.Context, v Verification) error {
+	var expires any
+	if !v.ExpiresAt.IsZero() {
+		expires = v.ExpiresAt
+	}
+	_, err := s.db.ExecContext(ctx, pgRecordVerification,
+		v.ID, v.Provider, v.Kind, v.ContractVersion, v.Passed, v.Reason, v.VerifiedAt, expires)
+	return s.interpret("record verification", err)
+}
+
+// Verifications implements Store.
+func (s *PostgresStore) Verifications(ctx context.Context, f VerificationFilter) ([]Verification, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	return queryAll(ctx, s.db, s, "list verifications", scanVerification, pgVerifications, f.Provider, f.Kind, f.ContractVersion, limit)
+}
+
+// PurgeJobs implements Store: one statement per batch, which never waits
+// for a row lock (pgPurge).
+func (s *PostgresStore) PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, error) {
+	var n PurgeCount
+	var err error
+	switch {
+	case q.DryRun:
+		err = s.db.QueryRowContext(ctx, pgCountPurgeable, q.Before).Scan(&n.Jobs, &n.Attempts)
+	case q.Limit > 0:
+		err = s.db.QueryRowContext(ctx, pgPurge, q.Before, q.Limit).Scan(&n.Jobs, &n.Attempts)
+	}
+	if err != nil {
+		return PurgeCount{}, s.interpret("purge", err)
+	}
+	return n, nil
+}
+
+// The reads that explain a refused write (see rowReader).
+
+func (s *PostgresStore) jobForWrite(ctx context.Context, id string) (Job, error) {
+	return s.Job(ctx, id)
+}
+
+func (s *PostgresStore) attemptForWrite(ctx context.Context, id string) (Attempt, error) {
+	return s.Attempt(ctx, id)
+}
+
+func (s *PostgresStore) blocker(ctx context.Context, jobID string) (*AttemptInFlightError, error) {
+	return queryOne(ctx, s.db, s, "find blocking attempt", nil, func(sc scanner) (*AttemptInFlightError, error) {
+		return scanBlocker(sc, jobID)
+	}, pgBlocker, jobID)
+}
+
+func (s *PostgresStore) otherInDoubt(ctx context.Context, a Attempt) (*AttemptInFlightError, error) {
+	return queryOne(ctx, s.db, s, "find attempt in doubt", nil, func(sc scanner) (*AttemptInFlightError, error) {
+		return scanBlocker(sc, a.JobID)
+	}, pgOtherInDoubt, a.JobID, a.ID)
+}
+
+func (s *PostgresStore) claimToken(ctx context.Context, attemptID string) (string, error) {
+	return queryOne(ctx, s.db, s, "check claim", attemptNotFound(attemptID), scanValue[string], pgClaimToken, attemptID)
+}
+
+// interpret maps pgx's errors to this package's errors.
+func (s *PostgresStore) interpret(op string, err error) error {
 	if err, ok := passThrough(op, err); ok {
 		return err
 	}
@@ -167,21 +544,363 @@ func interpretPostgres(op string, err error) error {
 	return &StorageError{Op: op, Kind: StorageOther, Message: err.Error()}
 }
 
-// passThrough handles what both dialects treat alike: nil, errors that are
-// already this package's, sql.ErrNoRows (handled by the caller) and context
-// errors (kept matchable with errors.Is).
-func passThrough(op string, err error) (error, bool) {
-	if err == nil || errors.Is(err, sql.ErrNoRows) {
-		return err, true
+// endOfTime stands for "no bound" where a query compares claims with a time.
+var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+
+// Listening: Manager.Wait through LISTEN/NOTIFY.
+
+// NotifyClosed implements CloseNotifier. All waiters of a store share one
+// connection, opened with the settings of the store's pool (or those of
+// ListenDSN) but outside it, which LISTENs while at least one waiter is
+// registered and is closed when the last one leaves. If it cannot listen
+// within five seconds, NotifyClosed returns an error and the waiter polls.
+// Behind a proxy that does not keep one server connection for it
+// (PgBouncer in transaction pooling mode), the connection would LISTEN but
+// never hear a notification: NotifyClosed finds out with a probe
+// notification, returns an error saying so, and for ten minutes answers
+// every waiter with it at once.
+func (s *PostgresStore) NotifyClosed(ctx context.Context, jobID string) (<-chan struct{}, func(), error) {
+	return s.listener.subscribe(ctx, s.db, jobID)
+}
+
+// closedChannel is the channel on which the schema's trigger announces a
+// job that became terminal; the payload is the job's ID.
+const closedChannel = "jobs_closed"
+
+// Timing of the listening connection.
+const (
+	// listenReadyTimeout bounds how long a waiter waits for the listening
+	// connection before it falls back to polling.
+	listenReadyTimeout = 5 * time.Second
+	// listenRetryMax is the longest pause between two tries to connect
+	// again, so that waiters hear of the jobs that close on a new primary
+	// within a second of its promotion.
+	listenRetryMax = time.Second
+	// listenProbeTimeout bounds the wait for the probe notification that
+	// proves a connection through a proxy can hear others.
+	listenProbeTimeout = 2 * time.Second
+	// listenDeafRecheck is how long waiters poll, after a listening
+	// connection was found unable to hear notifications, before the store
+	// tries again.
+	listenDeafRecheck = 10 * time.Minute
+)
+
+// deafError reports a listening connection that notifications do not
+// reach. Manager.Wait warns about it once.
+type deafError struct {
+	direct bool // the connection was opened with ListenDSN
+}
+
+func (e *deafError) Error() string {
+	if e.direct {
+		return "jobs: listen: notifications do not reach the connection opened with ListenDSN: " +
+			"it goes through a proxy that does not keep one server connection for it (PgBouncer in transaction pooling mode?); " +
+			"point ListenDSN at the database itself"
 	}
-	var se *StorageError
-	if errors.As(err, &se) || errors.Is(err, ErrNotFound) || errors.Is(err, errUniqueKey) || errors.Is(err, errUniqueInDoubt) {
-		return err, true
+	return "jobs: listen: notifications do not reach the store's listening connection: " +
+		"it goes through a proxy that does not keep one server connection for it (PgBouncer in transaction pooling mode?); " +
+		"open the store with ListenDSN set to a direct connection to the database"
+}
+
+// closeListener fans the notifications of one listening connection out to
+// the waiters registered for each job.
+type closeListener struct {
+	config *pgx.ConnConfig // from ListenDSN; nil: the settings of the store's pool
+
+	mu        sync.Mutex
+	waiters   map[string]map[*closeWaiter]struct{} // by job ID
+	count     int
+	session   *listenSession // nil when nobody listens
+	deaf      *deafError     // the last listening connection heard nothing
+	deafUntil time.Time      // when to try listening again
+	running   sync.WaitGroup // the sessions' goroutines
+}
+
+type closeWaiter struct{ wake chan struct{} }
+
+// listenSession is one run of the listening goroutine, from the first
+// waiter to the last.
+type listenSession struct {
+	cancel context.CancelFunc
+	ready  chan struct{} // closed when LISTEN is in effect, or the first try failed
+	err    error         // the first try's error, set before ready is closed
+	up     atomic.Bool   // LISTEN is in effect now
+	done   chan struct{} // closed when the goroutine has returned
+}
+
+// ended reports whether the session's goroutine has returned (it stops on
+// its own when the connection cannot hear notifications).
+func (s *listenSession) ended() bool {
+	select {
+	case <-s.done:
+		return true
+	default:
+		return false
 	}
-	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
-		if errors.Is(err, ctxErr) {
-			return &StorageError{Op: op, Kind: StorageUnavailable, Message: ctxErr.Error(), cause: ctxErr}, true
+}
+
+func (w *closeWaiter) signal() {
+	select {
+	case w.wake <- struct{}{}:
+	default: // a wake-up is already pending
+	}
+}
+
+func (l *closeListener) subscribe(ctx context.Context, db *sql.DB, jobID string) (<-chan struct{}, func(), error) {
+	w := &closeWaiter{wake: make(chan struct{}, 1)}
+	l.mu.Lock()
+	if l.deaf != nil && time.Now().Before(l.deafUntil) {
+		err := l.deaf
+		l.mu.Unlock()
+		return nil, nil, err
+	}
+	if l.waiters == nil {
+		l.waiters = map[string]map[*closeWaiter]struct{}{}
+	}
+	if l.waiters[jobID] == nil {
+		l.waiters[jobID] = map[*closeWaiter]struct{}{}
+	}
+	l.waiters[jobID][w] = struct{}{}
+	l.count++
+	if l.session == nil || l.session.ended() {
+		if l.session != nil {
+			l.session.cancel() // it heard nothing and stopped; release its context
+		}
+		sctx, cancel := context.WithCancel(context.Background())
+		l.session = &listenSession{cancel: cancel, ready: make(chan struct{}), done: make(chan struct{})}
+		l.running.Add(1)
+		go l.run(sctx, db, l.session)
+	}
+	sess := l.session
+	l.mu.Unlock()
+
+	var once sync.Once
+	stop := func() { once.Do(func() { l.unsubscribe(jobID, w) }) }
+	t := time.NewTimer(listenReadyTimeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		stop()
+		return nil, nil, ctx.Err()
+	case <-t.C:
+		stop()
+		return nil, nil, &StorageError{Op: "listen", Kind: StorageUnavailable, Message: "not listening yet"}
+	case <-sess.ready:
+	}
+	if sess.err != nil && !sess.up.Load() {
+		// The first try failed and no later one has succeeded yet.
+		stop()
+		return nil, nil, sess.err
+	}
+	return w.wake, stop, nil
+}
+
+func (l *closeListener) unsubscribe(jobID string, w *closeWaiter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.waiters[jobID], w)
+	if len(l.waiters[jobID]) == 0 {
+		delete(l.waiters, jobID)
+	}
+	l.count--
+	if l.count == 0 && l.session != nil {
+		l.session.cancel()
+		l.session = nil
+	}
+}
+
+// close stops the listening goroutine, if any, and waits for it to return.
+// Registered waiters stop being notified and fall back to polling.
+func (l *closeListener) close() {
+	l.mu.Lock()
+	sess := l.session
+	l.session = nil
+	l.mu.Unlock()
+	if sess != nil {
+		sess.cancel()
+	}
+	l.running.Wait()
+}
+
+func (l *closeListener) dispatch(jobID string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for w := range l.waiters[jobID] {
+		w.signal()
+	}
+}
+
+// wakeAll wakes every waiter: notifications may have been lost while the
+// connection was down.
+func (l *closeListener) wakeAll() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, ws := range l.waiters {
+		for w := range ws {
+			w.signal()
 		}
 	}
-	return nil, false
+}
+
+// run listens until ctx ends, reconnecting with a backoff when the
+// connection fails. The first failure is reported to the waiters through
+// sess.err (they poll instead); later ones only delay notifications, and
+// the waiters are woken after every reconnect. A connection that cannot
+// hear notifications ends the session: waiters are woken, and new ones are
+// told to poll for listenDeafRecheck.
+func (l *closeListener) run(ctx context.Context, db *sql.DB, sess *listenSession) {
+	defer l.running.Done()
+	defer close(sess.done)
+	first := true
+	ready := func(err error) {
+		if first {
+			first = false
+			sess.err = err
+			close(sess.ready)
+		}
+	}
+	pause := 100 * time.Millisecond
+	for {
+		connected := false
+		err := l.listen(ctx, db, func() {
+			connected = true
+			sess.up.Store(true)
+			if !first {
+				l.wakeAll()
+			}
+			ready(nil)
+		}, l.dispatch)
+		sess.up.Store(false)
+		if ctx.Err() != nil {
+			ready(ctx.Err())
+			return
+		}
+		var deaf *deafError
+		if errors.As(err, &deaf) {
+			l.mu.Lock()
+			l.deaf, l.deafUntil = deaf, time.Now().Add(listenDeafRecheck)
+			l.mu.Unlock()
+			ready(deaf)
+			l.wakeAll()
+			return
+		}
+		ready(&StorageError{Op: "listen", Kind: StorageUnavailable, Message: err.Error()})
+		if connected {
+			pause = 100 * time.Millisecond
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		pause = min(2*pause, listenRetryMax)
+	}
+}
+
+// listen opens a connection of its own, with the settings of ListenDSN or
+// those of the connections of db, LISTENs on it, calls listening, then
+// passes every notification's payload to notify until ctx ends or the
+// connection fails. The connection is outside db's pool, so that waiters
+// never take a slot that queries need; it is closed when listen returns.
+//
+// A connection whose backend is not the one that greeted it goes through a
+// proxy. Notifications reach it only if the proxy keeps one server
+// connection for it (PgBouncer's session pooling, not its transaction
+// pooling): a probe notification sent from another session through db
+// tells which, and listen returns a *deafError if it does not arrive.
+func (l *closeListener) listen(ctx context.Context, db *sql.DB, listening func(), notify func(jobID string)) error {
+	var cfg *pgx.ConnConfig
+	if l.config != nil {
+		cfg = l.config.Copy()
+	} else {
+		var err error
+		if cfg, err = connConfig(ctx, db); err != nil {
+			return err
+		}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var backend uint32
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()", pgx.QueryExecModeExec).Scan(&backend); err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+closedChannel); err != nil {
+		return err
+	}
+	if backend != conn.PgConn().PID() {
+		if err := probe(ctx, conn, db, notify); err != nil {
+			var deaf *deafError
+			if errors.As(err, &deaf) {
+				deaf.direct = l.config != nil
+			}
+			return err
+		}
+	}
+	listening()
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if n.Channel == closedChannel {
+			notify(n.Payload)
+		}
+	}
+}
+
+// probe sends a notification on closedChannel through db, from another
+// session than conn's, and waits for conn to hear it. Other notifications
+// heard meanwhile go to notify. It returns a *deafError if the probe does
+// not arrive within listenProbeTimeout.
+func probe(ctx context.Context, conn *pgx.Conn, db *sql.DB, notify func(jobID string)) error {
+	b := make([]byte, 8)
+	rand.Read(b)
+	token := "probe-" + hex.EncodeToString(b) // no job has this ID
+	if _, err := db.ExecContext(ctx, "SELECT pg_notify($1, $2)", closedChannel, token); err != nil {
+		return err
+	}
+	pctx, cancel := context.WithTimeout(ctx, listenProbeTimeout)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(pctx)
+		switch {
+		case err != nil && pctx.Err() != nil && ctx.Err() == nil:
+			return &deafError{}
+		case err != nil:
+			return err
+		case n.Channel != closedChannel:
+		case n.Payload == token:
+			return nil
+		default:
+			notify(n.Payload)
+		}
+	}
+}
+
+// connConfig returns the settings of db's connections (host, credentials,
+// search_path, TLS), read from one of them.
+func connConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	var cfg *pgx.ConnConfig
+	err = conn.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("jobs: listen needs the pgx driver, have %T", dc)
+		}
+		cfg = sc.Conn().Config() // a copy
+		// The copy still delivers notifications to the pooled connection;
+		// the new connection must buffer its own.
+		cfg.OnNotification = nil
+		return nil
+	})
+	return cfg, err
 }

@@ -1,67 +1,105 @@
-//go:build cgo
-
 package jobs
 
 import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
+	"math/rand/v2"
 	"net/url"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	"github.com/mattn/go-sqlite3"
 )
 
-// sqliteParams are the connection settings OpenSQLite uses:
-//   - WAL, so that readers never block the writer and the writer never blocks readers;
+// SQLiteStore is the Store on SQLite. SQLite has one write lock for the
+// whole database, so every write is one immediate transaction (BEGIN
+// IMMEDIATE takes the lock first) or one statement, and nothing else writes
+// while it runs: what a write reads is what it changes. Reads go through a
+// pool of their own and never wait for writes (WAL). Writers queue for the
+// lock instead of polling SQLite for it (see writeQueue).
+//
+// This file holds everything the store does: opening and settings, the
+// write queue, every statement, error mapping and purge. The driver is
+// mattn/go-sqlite3 (cgo) for OpenSQLite; NewSQLiteStore takes a database
+// opened with any SQLite driver for database/sql, errors being read by
+// SQLite's result codes.
+type SQLiteStore struct {
+	sqlHandles
+	queue       *writeQueue         // OpenSQLite's files: writers wait here for their turn
+	onWriteWait func(time.Duration) // see ObserveWriteWait
+}
+
+// sqliteSettings are the connection settings OpenSQLite uses, unless the
+// DSN sets them itself:
+//   - WAL, so that readers never block the writer and the writer never
+//     blocks readers;
 //   - synchronous=FULL, so that a committed job survives a power cut (a job
 //     lost after its provider was called would be charged again on retry);
-//   - immediate transactions, so that a transaction takes the write lock at
-//     BEGIN, where waiting is safe, instead of failing at its first write;
+//   - immediate transactions, so that a transaction of the caller's on the
+//     store's handles takes the write lock at BEGIN, where waiting is safe,
+//     instead of failing at its first write;
 //   - foreign keys, so that attempts cannot outlive their job;
-//   - a cache of prepared statements per connection, so that the store's
-//     queries are compiled once per connection instead of on every call
-//     (compiling them was a quarter of Submit's CPU time).
+//   - a cache of prepared statements per connection, so that statements
+//     are compiled once per connection instead of on every call;
+//   - a busy timeout: short on the writer connection, whose writes have
+//     waited their turn in the write queue before they ask SQLite for its
+//     lock (it is busy then only for a writer that does not queue, and the
+//     store's retries, which keep the turn, poll for it every few
+//     milliseconds), and long on readers, which WAL never blocks but for a
+//     moment in recovery.
 //
-// and a busy timeout: short on the writer connection, whose writes have
-// waited their turn in the write queue before they ask SQLite for its lock
-// (it is busy then only for a writer that does not queue, and the store's
-// retries, which keep the turn, poll for it every few milliseconds), and
-// long on readers, which WAL never blocks but for a moment in recovery.
+// Each is a go-sqlite3 DSN parameter; the second name is its alias, which
+// a DSN may use instead.
+var sqliteSettings = []struct{ name, alias, value string }{
+	{"_journal_mode", "_journal", "WAL"},
+	{"_synchronous", "_sync", "FULL"},
+	{"_foreign_keys", "_fk", "on"},
+	{"_txlock", "", "immediate"},
+	{"_stmt_cache_size", "", "32"},
+}
+
 const (
-	sqliteParams       = "_journal_mode=WAL&_synchronous=FULL&_foreign_keys=on&_txlock=immediate&_stmt_cache_size=32"
-	sqliteWriterParams = sqliteParams + "&_busy_timeout=20"
-	sqliteReaderParams = sqliteParams + "&_busy_timeout=5000"
+	sqliteWriterBusyTimeout = "20"
+	sqliteReaderBusyTimeout = "5000"
 )
 
 // OpenSQLite opens (creating if needed) the SQLite database at dsn, a file
-// path or a "file:" URI, and applies the schema. Writes go through one
-// connection, reads through a pool. Writers wait for their turn in a queue:
-// the goroutines of the store first come, first served, then one writer of
-// each store, in this process and in others, through an exclusive flock(2)
-// on a file next to the database, the database's name followed by "-lock"
-// (created on open, and safe to delete when no store has the database
-// open). Writes therefore never poll for SQLite's lock against each other,
-// and a writer that still finds SQLite busy (another program writing) is
-// retried until ctx ends. ":memory:" gives a private in-memory database on
-// a single connection. Where flock(2) is missing (Windows), only the
-// goroutines of a store queue, and other writers are waited for by the
-// busy timeout and retries.
-func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore, error) {
-	path, query, _ := strings.Cut(dsn, "?")
-	file, memory, readOnly := sqliteFile(path, query)
-	dsnWith := func(params string) string {
-		if query != "" {
-			params += "&" + query
-		}
-		return path + "?" + params
+// path or a "file:" URI, and applies the schema. The DSN's own parameters
+// (go-sqlite3's, e.g. "?_synchronous=NORMAL") take precedence over the
+// store's settings (sqliteSettings). Writes go through one connection,
+// reads through a pool. Writers wait for their turn in a queue: the
+// goroutines of the store first come, first served, then one writer of
+// each store, in this process and in others, through an exclusive
+// flock(2) on a file next to the database, the database's name followed by
+// "-lock" (created on open, and safe to delete when no store has the
+// database open). Writes therefore never poll for SQLite's lock against
+// each other, and a writer that still finds SQLite busy (another program
+// writing) is retried until ctx ends. ":memory:" gives a private in-memory
+// database on a single connection. Where flock(2) is missing (Windows),
+// only the goroutines of a store queue, and other writers are waited for by
+// the busy timeout and retries.
+//
+// OpenSQLite needs cgo (the driver is mattn/go-sqlite3); built without it,
+// it returns an error, and NewSQLiteStore serves a database opened with a
+// pure-Go driver.
+func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLiteStore, error) {
+	if sqliteDriverName == "" {
+		return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: "OpenSQLite needs cgo " +
+			"(github.com/mattn/go-sqlite3): build with CGO_ENABLED=1, or open the database with a pure-Go " +
+			"SQLite driver and pass it to NewSQLiteStore"}
 	}
+	path, query, _ := strings.Cut(dsn, "?")
+	user, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, invalid("dsn", "parameters: %v", err)
+	}
+	file, memory, readOnly := sqliteFile(path, user)
 	var queue *writeQueue
 	switch {
 	case memory || !fileLocks:
@@ -72,7 +110,7 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore
 			return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
 		}
 	}
-	w, err := sql.Open("sqlite3", dsnWith(sqliteWriterParams))
+	w, err := sql.Open(sqliteDriverName, sqliteDSN(path, query, user, sqliteWriterBusyTimeout))
 	if err != nil {
 		return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
 	}
@@ -82,7 +120,7 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore
 	w.SetConnMaxIdleTime(0)
 	r := w
 	if !memory {
-		if r, err = sql.Open("sqlite3", dsnWith(sqliteReaderParams)); err != nil {
+		if r, err = sql.Open(sqliteDriverName, sqliteDSN(path, query, user, sqliteReaderBusyTimeout)); err != nil {
 			w.Close()
 			return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
 		}
@@ -90,25 +128,37 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore
 		r.SetMaxOpenConns(n)
 		r.SetMaxIdleConns(n)
 	}
-	s := newSQLStore(sqliteDialect, w, r)
-	s.queue = queue
-	s.owned = append(s.owned, w)
+	s := &SQLiteStore{sqlHandles: sqlHandles{db: w, rdb: r, owned: []*sql.DB{w}}, queue: queue}
 	if r != w {
 		s.owned = append(s.owned, r)
 	}
-	if err := s.init(ctx, opts); err != nil {
+	if err := s.open(ctx, opts); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
+// sqliteDSN is the DSN of the path and query a caller gave, with the
+// store's settings added where the query does not set them.
+func sqliteDSN(path, query string, user url.Values, busyTimeout string) string {
+	var add []string
+	for _, p := range append(sqliteSettings, struct{ name, alias, value string }{"_busy_timeout", "_timeout", busyTimeout}) {
+		if !user.Has(p.name) && (p.alias == "" || !user.Has(p.alias)) {
+			add = append(add, p.name+"="+p.value)
+		}
+	}
+	if query != "" {
+		add = append(add, query)
+	}
+	return path + "?" + strings.Join(add, "&")
+}
+
 // sqliteFile reads the database file's name out of the part of a DSN before
-// "?" (a path, or a "file:" URI) and its query, and reports whether the
-// database lives in memory (":memory:", mode=memory, or "", a temporary
-// database private to each connection) or is opened read-only (mode=ro,
-// immutable=1).
-func sqliteFile(path, query string) (file string, memory, readOnly bool) {
+// "?" (a path, or a "file:" URI), and reports whether the database lives
+// in memory (":memory:", mode=memory, or "", a temporary database private
+// to each connection) or is opened read-only (mode=ro, immutable=1).
+func sqliteFile(path string, params url.Values) (file string, memory, readOnly bool) {
 	file = path
 	if rest, ok := strings.CutPrefix(path, "file:"); ok {
 		rest, _, _ = strings.Cut(rest, "#")
@@ -122,7 +172,6 @@ func sqliteFile(path, query string) (file string, memory, readOnly bool) {
 		}
 		file = rest
 	}
-	params, _ := url.ParseQuery(query)
 	memory = file == "" || file == ":memory:" || params.Get("mode") == "memory"
 	readOnly = params.Get("mode") == "ro" || params.Get("immutable") == "1"
 	return file, memory, readOnly
@@ -138,93 +187,738 @@ func sqliteLockPath(file string) string {
 	return file + "-lock"
 }
 
-// NewSQLiteStore returns a store over the caller's SQLite database, opened
-// with the "sqlite3" driver of github.com/mattn/go-sqlite3, and applies the
-// schema. The caller keeps ownership of db. Open it with a busy timeout
-// (_busy_timeout=5000) and, for several goroutines, WAL (_journal_mode=WAL);
-// OpenSQLite does all of that for you. Writes through such a store do not
-// queue for the write lock as OpenSQLite's do: they wait by the busy timeout
-// and retries, so where several processes write one file, open it with
-// OpenSQLite in all of them.
-func NewSQLiteStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*SQLStore, error) {
-	s := newSQLStore(sqliteDialect, db, nil)
-	if err := s.init(ctx, opts); err != nil {
+// NewSQLiteStore returns a store over the caller's SQLite database and
+// applies the schema. The caller keeps ownership of db. Any database/sql
+// driver for SQLite serves: mattn/go-sqlite3, or a pure-Go one such as
+// modernc.org/sqlite for builds without cgo. Open it with a busy timeout
+// and, for several goroutines, WAL; OpenSQLite does all of that for you.
+// Writes through such a store do not queue for the write lock as
+// OpenSQLite's do: they wait by the busy timeout and retries, so where
+// several processes write one file, open it with OpenSQLite in all of
+// them.
+func NewSQLiteStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*SQLiteStore, error) {
+	s := &SQLiteStore{sqlHandles: sqlHandles{db: db, rdb: db}}
+	if err := s.open(ctx, opts); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // NewSQLiteStoreSQLX is NewSQLiteStore for an *sqlx.DB.
-func NewSQLiteStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...StoreOption) (*SQLStore, error) {
+func NewSQLiteStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...StoreOption) (*SQLiteStore, error) {
 	return NewSQLiteStore(ctx, db.DB, opts...)
 }
 
-var sqliteDialect = &dialect{
-	name:         "sqlite",
-	rebind:       sqliteRebindCached,
-	ts:           func(t time.Time) any { return t.UnixMicro() },
-	interpret:    interpretSQLite,
-	retry:        sqliteBusy,
-	writeLock:    true,
-	beginMigrate: "BEGIN IMMEDIATE",
-	beginWrite:   "BEGIN IMMEDIATE",
-
-	createJob: sqliteRebind(`INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8)
-    ON CONFLICT (owner, idempotency_key) DO NOTHING
-    RETURNING ` + jobCols + `, 1`),
-
-	openJob: sqliteRebind(`UPDATE jobs SET state = 'running', attempt_count = attempt_count + 1, updated_at = $3
-    ` + openJobGuard + `
-    RETURNING version, attempt_count, COALESCE(NULLIF($2, ''), provider)`),
-
-	insertAttempt: sqliteRebind(`INSERT INTO job_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
-    VALUES ($1, $2, $3, $4, 'starting', $5, $6, $7, $7)
-    RETURNING ` + attemptCols),
-
-	updateJobCAS: sqliteRebind(`UPDATE jobs SET state = 'succeeded', result = $3, completed_by = $4, version = version + 1,
-                    updated_at = $5, closed_at = $5
-     WHERE id = $1 AND version = $2 AND completed_by IS NULL AND state = 'running'
-    RETURNING ` + jobCols),
+func (s *SQLiteStore) open(ctx context.Context, opts []StoreOption) error {
+	cfg := readOptions(opts)
+	if cfg.listenDSN != nil {
+		return invalid("ListenDSN", "only the PostgreSQL store listens")
+	}
+	s.onWriteWait = cfg.onWriteWait
+	return checkSchema(ctx, s, cfg, s.migrate)
 }
 
-// sqliteRebind turns $1, $2, … into ?1, ?2, …: numbered, so that a
-// parameter can appear twice and in any order.
-func sqliteRebind(q string) string { return placeholder.ReplaceAllString(q, "?$1") }
+// Dialect returns "sqlite".
+func (s *SQLiteStore) Dialect() string { return "sqlite" }
 
-var sqliteQueries sync.Map // query text with $n → with ?n
+// Close closes the database handles the store opened itself. Handles
+// passed in by the caller are left open.
+func (s *SQLiteStore) Close() error { return s.closeOwned() }
 
-func sqliteRebindCached(q string) string {
-	if r, ok := sqliteQueries.Load(q); ok {
-		return r.(string)
+// migrateBusyBudget bounds how long the migration retries a database that
+// stays busy, when ctx has no deadline of its own.
+const migrateBusyBudget = 30 * time.Second
+
+// migrate applies the schema in one immediate transaction, in its turn in
+// the write queue like any write. The first connections to a new file race
+// to convert it to WAL, and SQLite answers that conversion with "database
+// is locked" at once, without waiting for its busy timeout; so a busy
+// migration, which has written nothing, is tried again, for up to
+// migrateBusyBudget.
+func (s *SQLiteStore) migrate(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, migrateBusyBudget)
+	defer cancel()
+	return s.write(ctx, "migrate", func(func()) error {
+		return migrate(ctx, s.db, s, migrationPlan{
+			dialect: "sqlite",
+			begin:   "BEGIN IMMEDIATE",
+			record:  `INSERT INTO jobs_schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)`,
+		})
+	})
+}
+
+// DatabaseSchemaVersion implements SQLStore.
+func (s *SQLiteStore) DatabaseSchemaVersion(ctx context.Context) (int, error) {
+	return schemaVersion(ctx, s.rdb, s)
+}
+
+// AppliedMigrations implements SQLStore.
+func (s *SQLiteStore) AppliedMigrations(ctx context.Context) ([]AppliedMigration, error) {
+	return appliedMigrations(ctx, s.rdb, s)
+}
+
+// The statements, in the order of the methods below. Times are Unix
+// microseconds; parameters are numbered (?1, ?2, …), so that one can appear
+// twice.
+const (
+	sqliteCreateJob = `INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', 1, ?8, ?8)
+    ON CONFLICT (owner, idempotency_key) DO NOTHING
+    RETURNING ` + jobCols
+
+	sqliteJobByID   = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1`
+	sqliteJobByKey  = `SELECT ` + jobCols + ` FROM jobs WHERE owner = ?1 AND idempotency_key = ?2`
+	sqliteListJobs  = `SELECT ` + jobCols + ` FROM jobs WHERE id > ?1 ORDER BY id LIMIT ?2`
+	sqliteJobExists = `SELECT 1 FROM jobs WHERE id = ?1`
+
+	// CloseJob fails or cancels an open job; with ?5 (fail), only while no
+	// attempt is open. The write lock makes the guard exact.
+	sqliteCloseJob = `UPDATE jobs SET state = ?2, version = version + 1, reason = ?3, updated_at = ?4, closed_at = ?4
+    WHERE id = ?1 AND state IN ('pending', 'running')
+      AND (NOT ?5 OR NOT EXISTS (SELECT 1 FROM job_attempts a
+                                 WHERE a.job_id = ?1 AND a.state IN ('starting', 'running', 'unknown')))
+    RETURNING ` + jobCols
+
+	sqliteAttemptByID = `SELECT ` + attemptCols + ` FROM job_attempts WHERE id = ?1`
+	sqliteAttempts    = `SELECT ` + attemptCols + ` FROM job_attempts WHERE job_id = ?1 ORDER BY seq`
+
+	// StartAttempt's guard and count on the job row: the job must be open
+	// and no attempt may be in doubt (nor running, unless ?4 allows a
+	// hedge). It returns what the attempt's insert needs.
+	sqliteOpenJob = `UPDATE jobs SET state = 'running', attempt_count = attempt_count + 1, updated_at = ?3
+    WHERE id = ?1 AND state IN ('pending', 'running')
+      AND NOT EXISTS (SELECT 1 FROM job_attempts a
+                      WHERE a.job_id = ?1
+                        AND (a.state IN ('starting', 'unknown') OR (a.state = 'running' AND NOT ?4)))
+    RETURNING version, attempt_count, COALESCE(NULLIF(?2, ''), provider)`
+
+	sqliteInsertAttempt = `INSERT INTO job_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
+    VALUES (?1, ?2, ?3, ?4, 'starting', ?5, ?6, ?7, ?7)
+    RETURNING ` + attemptCols
+
+	sqliteBlocker = `SELECT id, state FROM job_attempts
+    WHERE job_id = ?1 AND state IN ('starting', 'unknown', 'running')
+    ORDER BY CASE state WHEN 'running' THEN 1 ELSE 0 END, seq LIMIT 1`
+
+	sqliteOtherInDoubt = `SELECT id, state FROM job_attempts
+    WHERE job_id = ?1 AND id <> ?2 AND state IN ('starting', 'unknown') LIMIT 1`
+
+	// UpdateAttempt: as pgUpdateAttempt in store_postgres.go.
+	sqliteUpdateAttempt = `UPDATE job_attempts SET
+        state        = ?2,
+        provider_ref = CASE WHEN ?3 = '' THEN provider_ref ELSE ?3 END,
+        reason       = CASE WHEN ?4 = '' THEN reason ELSE ?4 END,
+        updated_at   = ?5,
+        finished_at  = CASE WHEN ?6 THEN ?5 ELSE finished_at END
+    WHERE id = ?1 AND state IN (?7, ?8, ?9) AND (?3 = '' OR provider_ref = '')
+      AND (?10 = '' OR claim_token = ?10)
+    RETURNING ` + attemptCols
+
+	// Served by job_attempts_stale_idx (updated_at, claimed_until; partial
+	// on open states).
+	sqliteStaleAttempts = `SELECT ` + attemptCols + ` FROM job_attempts
+    WHERE state IN ('starting', 'running', 'unknown')
+      AND updated_at < ?3
+      AND ((state = 'unknown' AND updated_at < ?1) OR (state <> 'unknown' AND updated_at < ?2))
+      AND (claimed_until IS NULL OR claimed_until <= ?5)
+    ORDER BY updated_at, id
+    LIMIT ?4`
+
+	sqliteClaimAttempt = `UPDATE job_attempts SET claim_token = ?4, claimed_until = ?6
+    WHERE id = ?1 AND state = ?2 AND updated_at = ?3
+      AND (claimed_until IS NULL OR claimed_until <= ?5)
+    RETURNING ` + attemptCols
+
+	sqliteRenewClaim = `UPDATE job_attempts SET claimed_until = ?3 WHERE id = ?1 AND claim_token = ?2`
+	sqliteClaimToken = `SELECT claim_token FROM job_attempts WHERE id = ?1`
+
+	sqliteRecordVerification = `INSERT INTO job_verifications (` + verificationCols + `)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)`
+
+	sqliteVerifications = `SELECT ` + verificationCols + ` FROM job_verifications
+    WHERE (?1 = '' OR provider = ?1) AND (?2 = '' OR kind = ?2) AND (?3 = '' OR contract_version = ?3)
+    ORDER BY verified_at DESC, id DESC LIMIT ?4`
+
+	// Purgeable jobs, read through jobs_closed_at_idx, oldest first: as in
+	// store_postgres.go.
+	sqlitePurgeable = `closed_at IS NOT NULL AND closed_at < ?1
+      AND NOT EXISTS (SELECT 1 FROM job_attempts a
+                      WHERE a.job_id = jobs.id AND a.state IN ('starting', 'running', 'unknown'))`
+
+	sqlitePurgeCandidates = `SELECT id FROM jobs WHERE ` + sqlitePurgeable + ` ORDER BY closed_at LIMIT ?2`
+	sqliteCountPurgeable  = `SELECT COUNT(*), COALESCE(SUM(attempt_count), 0) FROM jobs WHERE ` + sqlitePurgeable
+)
+
+// CreateJob implements Store. Reads are cheap and concurrent and writes
+// are serialised, so it looks for a replay through the reader pool before
+// it queues for the write lock.
+func (s *SQLiteStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
+	got, err := s.JobByKey(ctx, j.Owner, j.Key)
+	if !errors.Is(err, ErrNotFound) {
+		return got, false, err
 	}
-	r := sqliteRebind(q)
-	sqliteQueries.Store(q, r)
-	return r
+	var created bool
+	err = s.writeOne(ctx, "create job", func() (err error) {
+		got, created, err = s.createJob(ctx, s.db, j)
+		return err
+	})
+	return got, created, err
+}
+
+// CreateJobTx implements Store. It runs each statement once, without the
+// write queue (the caller's transaction holds SQLite's lock already, or
+// takes it by itself, and the next writer in the queue may be waiting for
+// the very connection it holds). A deferred transaction that has read and
+// must now write gets SQLITE_BUSY at once while another connection writes,
+// and SQLITE_BUSY_SNAPSHOT once that connection has committed; one that has
+// not read gets SQLITE_BUSY after the busy timeout. SQLite asks for the
+// transaction to be rolled back in every case: these are returned as a
+// StorageError of kind StorageConflict.
+func (s *SQLiteStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, bool, error) {
+	got, created, err := s.createJob(ctx, tx, j)
+	return got, created, inCallerTx(err)
+}
+
+// createJob inserts j, or reads the job bound to its key.
+func (s *SQLiteStore) createJob(ctx context.Context, q DBTX, j Job) (Job, bool, error) {
+	for range maxRetries {
+		got, err := scanJob(q.QueryRowContext(ctx, sqliteCreateJob,
+			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt.UnixMicro()))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return got, err == nil, s.interpret("create job", err)
+		}
+		got, err = queryOne(ctx, q, s, "get job by key", errNoJobForKey, scanJob, sqliteJobByKey, j.Owner, j.Key)
+		if !errors.Is(err, ErrNotFound) {
+			return got, false, err
+		}
+		// Purged in between by a writer outside the queue: insert again.
+	}
+	return Job{}, false, errKeptChanging("create job")
+}
+
+// Job implements Store.
+func (s *SQLiteStore) Job(ctx context.Context, id string) (Job, error) {
+	return queryOne(ctx, s.rdb, s, "get job", jobNotFound(id), scanJob, sqliteJobByID, id)
+}
+
+// JobByKey implements Store.
+func (s *SQLiteStore) JobByKey(ctx context.Context, owner, key string) (Job, error) {
+	return queryOne(ctx, s.rdb, s, "get job by key", errNoJobForKey, scanJob, sqliteJobByKey, owner, key)
+}
+
+// ListJobs implements Store.
+func (s *SQLiteStore) ListJobs(ctx context.Context, afterID string, limit int) ([]Job, error) {
+	return queryAll(ctx, s.rdb, s, "list jobs", scanJob, sqliteListJobs, afterID, limit)
+}
+
+// CloseJob implements Store.
+func (s *SQLiteStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
+	for range maxRetries {
+		var j Job
+		err := s.writeOne(ctx, "close job", func() (err error) {
+			j, err = scanJob(s.db.QueryRowContext(ctx, sqliteCloseJob, c.ID, string(c.To), c.Reason, c.At.UnixMicro(), c.To == JobFailed))
+			return err
+		})
+		if !errors.Is(err, sql.ErrNoRows) {
+			return j, s.interpret("close job", err)
+		}
+		if err := whyNotClosed(ctx, s, c); err != nil {
+			return Job{}, err
+		}
+	}
+	return Job{}, errKeptChanging("close job")
+}
+
+// Attempt implements Store.
+func (s *SQLiteStore) Attempt(ctx context.Context, id string) (Attempt, error) {
+	return queryOne(ctx, s.rdb, s, "get attempt", attemptNotFound(id), scanAttempt, sqliteAttemptByID, id)
+}
+
+// Attempts implements Store.
+func (s *SQLiteStore) Attempts(ctx context.Context, jobID string) ([]Attempt, error) {
+	out, err := queryAll(ctx, s.rdb, s, "list attempts", scanAttempt, sqliteAttempts, jobID)
+	if err != nil || len(out) > 0 {
+		return out, err
+	}
+	// No attempt: is there a job?
+	_, err = queryOne(ctx, s.rdb, s, "list attempts", jobNotFound(jobID), scanValue[int], sqliteJobExists, jobID)
+	return out, err
+}
+
+// CreateAttempt implements Store: the guard and count on the job row, then
+// the attempt's insert, in one immediate transaction.
+func (s *SQLiteStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt, error) {
+	for range maxRetries {
+		a, err := s.createAttempt(ctx, na)
+		if !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, errUniqueInDoubt) {
+			return a, err
+		}
+		if err := whyNoAttempt(ctx, s, na); err != nil {
+			return Attempt{}, err
+		}
+	}
+	return Attempt{}, errKeptChanging("start attempt")
+}
+
+func (s *SQLiteStore) createAttempt(ctx context.Context, na NewAttempt) (Attempt, error) {
+	var a Attempt
+	at := na.At.UnixMicro()
+	err := s.inTx(ctx, "start attempt", func(conn *sql.Conn) error {
+		var version int64
+		var seq int
+		var provider string
+		err := conn.QueryRowContext(ctx, sqliteOpenJob, na.JobID, na.Provider, at, na.Hedge).Scan(&version, &seq, &provider)
+		if err != nil {
+			return s.interpret("start attempt", err)
+		}
+		a, err = scanAttempt(conn.QueryRowContext(ctx, sqliteInsertAttempt, na.ID, na.JobID, seq, provider, version, na.Hedge, at))
+		return s.interpret("start attempt", err)
+	})
+	return a, err
+}
+
+// UpdateAttempt implements Store.
+func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error) {
+	from1, from2, from3 := fromStates(u.From)
+	for range maxRetries {
+		var a Attempt
+		err := s.writeOne(ctx, "update attempt", func() (err error) {
+			a, err = scanAttempt(s.db.QueryRowContext(ctx, sqliteUpdateAttempt,
+				u.ID, string(u.To), u.ProviderRef, u.Reason, u.At.UnixMicro(), u.To.Terminal(), from1, from2, from3, u.ClaimToken))
+			return err
+		})
+		err = s.interpret("update attempt", err)
+		inDoubt := errors.Is(err, errUniqueInDoubt)
+		if !inDoubt && !errors.Is(err, sql.ErrNoRows) {
+			return a, err
+		}
+		if cur, err := whyNotUpdated(ctx, s, u, inDoubt); err != nil {
+			return cur, err
+		}
+	}
+	return Attempt{}, errKeptChanging("update attempt")
+}
+
+// CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
+// immediate transaction. Under the write lock nothing changes between its
+// statements, so the attempt and the claim read first are what the rest
+// acts on.
+func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error) {
+	var j Job
+	var a Attempt
+	at := c.At.UnixMicro()
+	err := s.inTx(ctx, "complete attempt", func(conn *sql.Conn) error {
+		cur, err := queryOne(ctx, conn, s, "get attempt", attemptNotFound(c.AttemptID), scanAttempt, sqliteAttemptByID, c.AttemptID)
+		if err != nil {
+			return err
+		}
+		if !cur.State.Open() {
+			return sql.ErrNoRows // reported below, as stored
+		}
+		if err := checkClaim(ctx, connReader{s, conn}, c.AttemptID, c.ClaimToken); errors.Is(err, ErrClaimLost) {
+			return sql.ErrNoRows // reported below, as stored
+		} else if err != nil {
+			return err
+		}
+		state := AttemptSucceeded
+		j, err = scanJob(conn.QueryRowContext(ctx, sqliteCompleteJob, cur.JobID, cur.BaseVersion, string(c.Result), c.AttemptID, at))
+		if errors.Is(err, sql.ErrNoRows) {
+			// Refused: another attempt completed the job, or it was closed.
+			if j, err = queryOne(ctx, conn, s, "get job", jobNotFound(cur.JobID), scanJob, sqliteJobByID, cur.JobID); err != nil {
+				return err
+			}
+			state = AttemptCancelled
+			if j.CompletedBy != "" {
+				state = AttemptLost
+			}
+		} else if err != nil {
+			return s.interpret("complete attempt", err)
+		}
+		a, err = scanAttempt(conn.QueryRowContext(ctx, sqliteUpdateAttempt,
+			c.AttemptID, string(state), "", loseReason(state, j), at, true, "starting", "running", "unknown", c.ClaimToken))
+		return s.interpret("complete attempt", err)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return whyNotCompleted(ctx, s, c)
+	}
+	if err != nil {
+		return Job{}, Attempt{}, err
+	}
+	return completed(j, a)
+}
+
+// StaleAttempts implements Store.
+func (s *SQLiteStore) StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	upper := q.UnknownBefore
+	if q.OpenBefore.After(upper) {
+		upper = q.OpenBefore
+	}
+	unclaimed := q.UnclaimedAt
+	if unclaimed.IsZero() {
+		unclaimed = endOfTime
+	}
+	return queryAll(ctx, s.rdb, s, "list stale attempts", scanAttempt, sqliteStaleAttempts,
+		q.UnknownBefore.UnixMicro(), q.OpenBefore.UnixMicro(), upper.UnixMicro(), limit, unclaimed.UnixMicro())
+}
+
+// ClaimAttempt implements Store. The write lock lets one of racing claims
+// change the row; the others find it claimed.
+func (s *SQLiteStore) ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt, bool, error) {
+	var a Attempt
+	err := s.writeOne(ctx, "claim attempt", func() (err error) {
+		a, err = scanAttempt(s.db.QueryRowContext(ctx, sqliteClaimAttempt,
+			c.ID, string(c.State), c.UpdatedAt.UnixMicro(), c.Token, c.At.UnixMicro(), c.Until.UnixMicro()))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return Attempt{}, false, nil
+	}
+	if err != nil {
+		return Attempt{}, false, s.interpret("claim attempt", err)
+	}
+	return a, true, nil
+}
+
+// RenewClaim implements Store.
+func (s *SQLiteStore) RenewClaim(ctx context.Context, c AttemptClaim) (bool, error) {
+	var n int64
+	err := s.writeOne(ctx, "renew claim", func() (err error) {
+		n, err = rowsAffected(ctx, s.db, sqliteRenewClaim, c.ID, c.Token, c.Until.UnixMicro())
+		return err
+	})
+	if err != nil {
+		return false, s.interpret("renew claim", err)
+	}
+	return n == 1, nil
+}
+
+// RecordVerification implements Store.
+func (s *SQLiteStore) RecordVerification(ctx context.Context, v Verification) error {
+	var expires any
+	if !v.ExpiresAt.IsZero() {
+		expires = v.ExpiresAt.UnixMicro()
+	}
+	err := s.writeOne(ctx, "record verification", func() error {
+		_, err := s.db.ExecContext(ctx, sqliteRecordVerification,
+			v.ID, v.Provider, v.Kind, v.ContractVersion, v.Passed, v.Reason, v.VerifiedAt.UnixMicro(), expires)
+		return err
+	})
+	return s.interpret("record verification", err)
+}
+
+// Verifications implements Store.
+func (s *SQLiteStore) Verifications(ctx context.Context, f VerificationFilter) ([]Verification, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	return queryAll(ctx, s.rdb, s, "list verifications", scanVerification, sqliteVerifications, f.Provider, f.Kind, f.ContractVersion, limit)
+}
+
+// PurgeJobs implements Store: one short immediate transaction per batch,
+// serialised with the other writers; it is short because the batch is
+// bounded. The attempts are deleted explicitly, not left to ON DELETE
+// CASCADE, since foreign keys may be off on a connection the caller
+// passed in.
+func (s *SQLiteStore) PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, error) {
+	var n PurgeCount
+	before := q.Before.UnixMicro()
+	if q.DryRun {
+		if err := s.rdb.QueryRowContext(ctx, sqliteCountPurgeable, before).Scan(&n.Jobs, &n.Attempts); err != nil {
+			return PurgeCount{}, s.interpret("count purgeable", err)
+		}
+		return n, nil
+	}
+	if q.Limit <= 0 {
+		return n, nil
+	}
+	err := s.inTx(ctx, "purge", func(conn *sql.Conn) error {
+		n = PurgeCount{}
+		candidates, err := queryAll(ctx, conn, s, "purge", scanValue[string], sqlitePurgeCandidates, before, q.Limit)
+		if err != nil || len(candidates) == 0 {
+			return err
+		}
+		ids := make([]any, len(candidates))
+		for i, id := range candidates {
+			ids[i] = id
+		}
+		in := "(" + strings.TrimSuffix(strings.Repeat("?,", len(ids)), ",") + ")"
+		if n.Attempts, err = rowsAffected(ctx, conn, `DELETE FROM job_attempts WHERE job_id IN `+in, ids...); err != nil {
+			return s.interpret("purge", err)
+		}
+		if n.Jobs, err = rowsAffected(ctx, conn, `DELETE FROM jobs WHERE id IN `+in, ids...); err != nil {
+			return s.interpret("purge", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return PurgeCount{}, err
+	}
+	return n, nil
+}
+
+// The reads that explain a refused write (see rowReader), through the
+// writer's connection.
+
+func (s *SQLiteStore) jobForWrite(ctx context.Context, id string) (Job, error) {
+	return queryOne(ctx, s.db, s, "get job", jobNotFound(id), scanJob, sqliteJobByID, id)
+}
+
+func (s *SQLiteStore) attemptForWrite(ctx context.Context, id string) (Attempt, error) {
+	return queryOne(ctx, s.db, s, "get attempt", attemptNotFound(id), scanAttempt, sqliteAttemptByID, id)
+}
+
+func (s *SQLiteStore) blocker(ctx context.Context, jobID string) (*AttemptInFlightError, error) {
+	return queryOne(ctx, s.db, s, "find blocking attempt", nil, func(sc scanner) (*AttemptInFlightError, error) {
+		return scanBlocker(sc, jobID)
+	}, sqliteBlocker, jobID)
+}
+
+func (s *SQLiteStore) otherInDoubt(ctx context.Context, a Attempt) (*AttemptInFlightError, error) {
+	return queryOne(ctx, s.db, s, "find attempt in doubt", nil, func(sc scanner) (*AttemptInFlightError, error) {
+		return scanBlocker(sc, a.JobID)
+	}, sqliteOtherInDoubt, a.JobID, a.ID)
+}
+
+func (s *SQLiteStore) claimToken(ctx context.Context, attemptID string) (string, error) {
+	return connReader{s, s.db}.claimToken(ctx, attemptID)
+}
+
+// connReader reads a claim inside a transaction of the store's.
+type connReader struct {
+	*SQLiteStore
+	q DBTX
+}
+
+func (r connReader) claimToken(ctx context.Context, attemptID string) (string, error) {
+	return queryOne(ctx, r.q, r.SQLiteStore, "check claim", attemptNotFound(attemptID), scanValue[string], sqliteClaimToken, attemptID)
+}
+
+// Writing: every write waits its turn in the write queue, then runs, and
+// runs again while SQLite says it is busy (a writer outside the queue has
+// the lock), until ctx ends.
+
+// writeOne runs fn, one statement through the writer connection, in its
+// turn.
+func (s *SQLiteStore) writeOne(ctx context.Context, op string, fn func() error) error {
+	return s.write(ctx, op, func(locked func()) error {
+		err := fn()
+		if !sqliteBusy(err) {
+			locked()
+		}
+		return err
+	})
+}
+
+// inTx runs fn inside an immediate transaction on the writer connection, in
+// its turn: the write lock is taken at BEGIN, where a busy wait can be
+// retried. The rollback runs even if ctx was cancelled.
+func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(conn *sql.Conn) error) error {
+	return s.write(ctx, op, func(locked func()) error {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return s.interpret(op, err)
+		}
+		defer conn.Close()
+		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			return s.interpret(op, err)
+		}
+		locked()
+		if err := fn(conn); err != nil {
+			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			return err
+		}
+		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			return s.interpret(op, err)
+		}
+		return nil
+	})
+}
+
+// write runs fn in the caller's turn in the write queue. fn calls locked as
+// soon as it holds SQLite's write lock, so that the wait can be observed
+// (ObserveWriteWait). The turn is kept across retries: a writer that finds
+// SQLite busy keeps its place. Retries pause 1 to 3 ms: a writer that waits
+// is already in line, and a longer sleep would only miss the moment the
+// lock comes free.
+func (s *SQLiteStore) write(ctx context.Context, op string, fn func(locked func()) error) error {
+	locked := func() {}
+	if s.onWriteWait != nil {
+		start := time.Now()
+		observed := false
+		locked = func() {
+			if !observed {
+				observed = true
+				s.onWriteWait(time.Since(start))
+			}
+		}
+	}
+	if err := s.queue.lock(ctx); err != nil {
+		return s.interpret(op, err)
+	}
+	defer s.queue.unlock()
+	for {
+		err := fn(locked)
+		if !sqliteBusy(err) {
+			return err
+		}
+		t := time.NewTimer(time.Millisecond + rand.N(2*time.Millisecond))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}
+
+// writeQueue puts the writers of one SQLite database in line, so that a
+// write waits its turn instead of polling for SQLite's lock. SQLite's own
+// wait for a busy database is not a queue: its busy handler sleeps for
+// growing pauses (up to 100 ms each), and a process that has just released
+// the lock takes it again while the others sleep, so under contention some
+// writers wait for seconds while others write again and again.
+//
+// The queue has two stages. The store's own goroutines wait for a turn
+// first come, first served. The goroutine whose turn it is then takes an
+// exclusive OS lock on a file next to the database (lockWait), which
+// stores in other processes, and other stores in this one, take before
+// they write as well. A waiter there is woken by the kernel when the lock
+// is released, rather than after a sleep. Only then does the write begin,
+// and SQLite's lock is normally free.
+//
+// A nil *writeQueue queues nothing: stores over a caller's *sql.DB.
+type writeQueue struct {
+	turn     chan struct{} // one slot: holding it is this store's turn
+	lockPath string        // the shared lock file; "" for none (":memory:")
+	held     io.Closer     // the lock file while it is locked; closing unlocks it
+}
+
+// newWriteQueue returns a queue whose writers take an exclusive lock on the
+// file at lockPath, or only queue within the store when lockPath is "".
+func newWriteQueue(lockPath string) *writeQueue {
+	return &writeQueue{turn: make(chan struct{}, 1), lockPath: lockPath}
+}
+
+// create makes sure the lock file exists and can be opened, so that a
+// directory that refuses it is reported when the store is opened.
+func (q *writeQueue) create() error {
+	f, err := os.OpenFile(q.lockPath, os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// lock waits until it is the caller's turn to write, or until ctx ends
+// (then it returns ctx's error). Every successful lock must be followed by
+// one unlock.
+func (q *writeQueue) lock(ctx context.Context) error {
+	if q == nil {
+		return nil
+	}
+	select {
+	case q.turn <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if q.lockPath == "" {
+		return nil
+	}
+	f, err := lockWait(ctx, q.lockPath)
+	if err != nil {
+		<-q.turn
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &StorageError{Op: "lock for writing", Kind: StorageUnavailable, Message: err.Error()}
+	}
+	q.held = f
+	return nil
+}
+
+// unlock ends the caller's turn: the file lock first, then the store's turn.
+func (q *writeQueue) unlock() {
+	if q == nil {
+		return
+	}
+	if q.held != nil {
+		q.held.Close()
+		q.held = nil
+	}
+	<-q.turn
+}
+
+// Errors.
+
+// SQLite's primary result codes that the store tells apart.
+const (
+	sqliteError      = 1
+	sqliteBusyCode   = 5
+	sqliteLocked     = 6
+	sqliteReadOnly   = 8
+	sqliteIOErr      = 10
+	sqliteFull       = 13
+	sqliteCantOpen   = 14
+	sqliteConstraint = 19
+	sqliteNotADB     = 26
+
+	sqliteConstraintPrimaryKey = 1555
+	sqliteConstraintUnique     = 2067
+)
+
+// sqliteCode finds the extended result code SQLite gave for err: from
+// mattn/go-sqlite3's error (store_sqlite_cgo.go), or from any driver's
+// error with a Code() int method, such as modernc.org/sqlite's.
+func sqliteCode(err error) (int, bool) {
+	if code, ok := mattnCode(err); ok {
+		return code, true
+	}
+	var coded interface{ Code() int }
+	if errors.As(err, &coded) {
+		return coded.Code(), true
+	}
+	return 0, false
 }
 
 // sqliteBusy reports whether err is SQLite's "database is locked": the
 // statement did not run and can be run again.
 func sqliteBusy(err error) bool {
+	if err == nil {
+		return false
+	}
 	var se *StorageError
 	if errors.As(err, &se) {
 		return se.Kind == StorageBusy
 	}
-	var e sqlite3.Error
-	return errors.As(err, &e) && (e.Code == sqlite3.ErrBusy || e.Code == sqlite3.ErrLocked)
+	code, ok := sqliteCode(err)
+	if !ok {
+		return strings.Contains(err.Error(), "database is locked")
+	}
+	return code&0xff == sqliteBusyCode || code&0xff == sqliteLocked
 }
 
-// interpretSQLite maps go-sqlite3 errors to this package's errors.
-func interpretSQLite(op string, err error) error {
+// interpret maps SQLite's errors to this package's errors, by result code,
+// whichever driver reported them.
+func (s *SQLiteStore) interpret(op string, err error) error {
 	if err, ok := passThrough(op, err); ok {
 		return err
 	}
-	var e sqlite3.Error
-	if !errors.As(err, &e) {
-		return &StorageError{Op: op, Kind: StorageOther, Message: err.Error()}
+	msg := err.Error()
+	code, ok := sqliteCode(err)
+	if !ok {
+		kind := StorageOther
+		if strings.Contains(msg, "database is locked") {
+			kind = StorageBusy
+		}
+		return &StorageError{Op: op, Kind: kind, Message: msg}
 	}
-	msg := e.Error()
-	if e.ExtendedCode == sqlite3.ErrConstraintUnique || e.ExtendedCode == sqlite3.ErrConstraintPrimaryKey {
+	if code == sqliteConstraintUnique || code == sqliteConstraintPrimaryKey {
 		switch {
 		case strings.Contains(msg, "jobs.owner, jobs.idempotency_key"):
 			return errUniqueKey
@@ -233,20 +927,21 @@ func interpretSQLite(op string, err error) error {
 		}
 	}
 	kind := StorageOther
-	switch e.Code {
-	case sqlite3.ErrBusy, sqlite3.ErrLocked:
+	switch code & 0xff {
+	case sqliteBusyCode, sqliteLocked:
 		kind = StorageBusy
-	case sqlite3.ErrFull:
+	case sqliteFull:
 		kind = StorageFull
-	case sqlite3.ErrReadonly:
+	case sqliteReadOnly:
 		kind = StorageReadOnly
-	case sqlite3.ErrCantOpen, sqlite3.ErrIoErr, sqlite3.ErrNotADB:
+	case sqliteCantOpen, sqliteIOErr, sqliteNotADB:
 		kind = StorageUnavailable
+	case sqliteError:
+		if strings.Contains(msg, "no such table") {
+			kind = StorageSchema
+		}
 	}
-	if e.Code == sqlite3.ErrError && strings.Contains(msg, "no such table") {
-		kind = StorageSchema
-	}
-	// The extended code's number: its text is the primary code's, so that
-	// SQLITE_BUSY_SNAPSHOT (517) would read like SQLITE_BUSY (5).
-	return &StorageError{Op: op, Kind: kind, Code: strconv.Itoa(int(e.ExtendedCode)), Message: msg}
+	// The extended code's number: SQLITE_BUSY_SNAPSHOT (517) reads apart
+	// from SQLITE_BUSY (5).
+	return &StorageError{Op: op, Kind: kind, Code: strconv.Itoa(code), Message: msg}
 }

@@ -2,32 +2,8 @@
 
 package jobs
 
-import (
-	"context"
-	"database/sql"
+// Without cgo there is no go-sqlite3: OpenSQLite refuses, and
+// NewSQLiteStore serves databases opened with a pure-Go driver.
+const sqliteDriverName = ""
 
-	"github.com/jmoiron/sqlx"
-)
-
-// The SQLite store needs cgo (github.com/mattn/go-sqlite3). Without it these
-// constructors exist, so that code using them still compiles, and fail.
-
-func errNoCgo() error {
-	return &StorageError{Op: "open sqlite", Kind: StorageUnavailable,
-		Message: "the SQLite store needs cgo: build with CGO_ENABLED=1 and a C compiler"}
-}
-
-// OpenSQLite needs cgo; built without it, it returns an error.
-func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLStore, error) {
-	return nil, errNoCgo()
-}
-
-// NewSQLiteStore needs cgo; built without it, it returns an error.
-func NewSQLiteStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*SQLStore, error) {
-	return nil, errNoCgo()
-}
-
-// NewSQLiteStoreSQLX needs cgo; built without it, it returns an error.
-func NewSQLiteStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...StoreOption) (*SQLStore, error) {
-	return nil, errNoCgo()
-}
+func mattnCode(error) (int, bool) { return 0, false }

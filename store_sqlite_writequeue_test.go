@@ -146,7 +146,7 @@ func TestSQLiteWritesWaitForTheWriteLock(t *testing.T) {
 func TestSubmitTxWhileAnotherWriteWaitsForItsConnection(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		s, _ := sc.open(t)
-		store := s.(*jobs.SQLStore)
+		store := s.(jobs.SQLStore)
 		db := store.DB()
 		db.SetMaxOpenConns(1) // PostgreSQL: one connection, like SQLite's writer
 		m := jobstest.NewManager(t, store, jobs.Options{Logger: discard})

@@ -81,11 +81,11 @@ func TestObserveWriteWaitOncePerWrite(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
-		open func(t testing.TB, opts ...jobs.StoreOption) *jobs.SQLStore
+		open func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore
 		want int
 	}{
-		{"sqlite", jobstest.NewSQLite, 3},
-		{"postgres", jobstest.NewPostgres, 0},
+		{"sqlite", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return jobstest.NewSQLite(t, opts...) }, 3},
+		{"postgres", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return jobstest.NewPostgres(t, opts...) }, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -70,7 +70,7 @@ func browser(t *testing.T, ctx context.Context) context.Context {
 
 // startApp starts the example app over a new store, its workers taking
 // delay for each job, and a browser tab; all end with the test.
-func startApp(t *testing.T, open func(testing.TB) *jobs.SQLStore, delay time.Duration) (*jobs.SQLStore, *httptest.Server, context.Context) {
+func startApp(t *testing.T, open func(testing.TB) jobs.SQLStore, delay time.Duration) (jobs.SQLStore, *httptest.Server, context.Context) {
 	t.Helper()
 	chromium(t)
 	store := open(t)
@@ -125,10 +125,10 @@ func readPage(t *testing.T, tab context.Context, name string) pageState {
 
 var stores = []struct {
 	name string
-	open func(testing.TB) *jobs.SQLStore
+	open func(testing.TB) jobs.SQLStore
 }{
-	{"SQLite", func(t testing.TB) *jobs.SQLStore { return jobstest.NewSQLite(t) }},
-	{"Postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
+	{"SQLite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
+	{"Postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
 }
 
 // pageState is what the test reads from the page after the clicks.

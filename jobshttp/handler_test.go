@@ -24,14 +24,14 @@ import (
 
 var stores = []struct {
 	name string
-	open func(testing.TB) *jobs.SQLStore
+	open func(testing.TB) jobs.SQLStore
 }{
-	{"SQLite", func(t testing.TB) *jobs.SQLStore { return jobstest.NewSQLite(t) }},
-	{"Postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
+	{"SQLite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
+	{"Postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
 }
 
 // forEachStore runs test on each store, in parallel.
-func forEachStore(t *testing.T, test func(t *testing.T, open func(testing.TB) *jobs.SQLStore)) {
+func forEachStore(t *testing.T, test func(t *testing.T, open func(testing.TB) jobs.SQLStore)) {
 	t.Parallel()
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
@@ -50,12 +50,12 @@ func bearerOwner(r *http.Request) (string, bool) {
 var discardLogger = slog.New(slog.DiscardHandler)
 
 type env struct {
-	store *jobs.SQLStore
+	store jobs.SQLStore
 	m     *jobs.Manager
 	h     *jobshttp.Handler
 }
 
-func setup(t *testing.T, open func(testing.TB) *jobs.SQLStore, opts jobshttp.Options) env {
+func setup(t *testing.T, open func(testing.TB) jobs.SQLStore, opts jobshttp.Options) env {
 	t.Helper()
 	s := open(t)
 	m, err := jobs.New(s, jobs.Options{})
@@ -175,7 +175,7 @@ func (errReader) Read([]byte) (int, error) { return 0, errors.New("connection re
 
 func TestStatuses(t *testing.T) {
 	long := strings.Repeat("k", 256)
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		e := setup(t, open, jobshttp.Options{
 			MaxBodyBytes: 512,
 			Check: func(r *http.Request, req jobs.SubmitRequest) error {
@@ -382,7 +382,7 @@ func TestKeyConflictStatus(t *testing.T) {
 // a real server: one job, one 201, 63 replays, 64 identical bodies.
 func TestConcurrentIdenticalPosts(t *testing.T) {
 	const n = 64
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		var createdCalls sync.Map
 		e := setup(t, open, jobshttp.Options{Created: func(_ context.Context, j jobs.Job) {
 			createdCalls.Store(j.ID, true)
@@ -464,7 +464,7 @@ func TestConcurrentIdenticalPosts(t *testing.T) {
 // TestConflictLeavesJobUnchanged: a mismatched payload under a used key is
 // refused and the stored job stays exactly as it was.
 func TestConflictLeavesJobUnchanged(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		e := setup(t, open, jobshttp.Options{})
 		ctx := context.Background()
 		if w := serve(e.h, request{key: "pay-1"}); w.Code != 201 {
@@ -504,7 +504,7 @@ func TestConflictLeavesJobUnchanged(t *testing.T) {
 // TestOwnerIsolation: bob can neither read alice's job by its ID nor reach
 // it through her key.
 func TestOwnerIsolation(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		e := setup(t, open, jobshttp.Options{})
 		ctx := context.Background()
 		aliceResp := serve(e.h, request{owner: "alice", key: "shared-key"})
@@ -550,7 +550,7 @@ func TestOwnerIsolation(t *testing.T) {
 // TestPreferWait: Prefer: wait=N holds POST and GET until the job closes,
 // or N seconds (capped) have passed.
 func TestPreferWait(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		ctx := context.Background()
 		var worker sync.WaitGroup
 		defer worker.Wait()
@@ -694,7 +694,7 @@ func TestNewPanics(t *testing.T) {
 // TestReplayAfterProgress: a replay gets the first response's bytes even
 // after the job has run and succeeded; its current state is at Location.
 func TestReplayAfterProgress(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		e := setup(t, open, jobshttp.Options{})
 		ctx := context.Background()
 		first := serve(e.h, request{key: "progress"})
@@ -756,7 +756,7 @@ func TestRetentionHeaderFollowsManager(t *testing.T) {
 // the owner-invalid code, on POST and GET alike, never 500, and nothing is
 // written. The handler's verdict agrees with the Manager's own rule.
 func TestInvalidOwnerIs401(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		e := setup(t, open, jobshttp.Options{})
 		ctx := context.Background()
 		alice := createJob(t, e.h, "alices")
@@ -817,7 +817,7 @@ func TestInvalidOwnerIs401(t *testing.T) {
 // are answered as replays, a reused key as a key conflict, and only new
 // keys meet the new rules.
 func TestReplayIsNotCheckedAgain(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		var refuse atomic.Bool
 		var checks atomic.Int32
 		e := setup(t, open, jobshttp.Options{

@@ -100,7 +100,7 @@ func TestWaitAnswersTheJobAsItIsWhenAnswered(t *testing.T) {
 // documents: each later view supersedes every earlier one, and nothing
 // supersedes a terminal view.
 func TestJobViewETag(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		e := setup(t, open, jobshttp.Options{})
 		ctx := context.Background()
 		receipt := createJob(t, e.h, "etag")
@@ -249,9 +249,9 @@ func (lookupsFail) Job(context.Context, string) (jobs.Job, error) {
 // created all the same), never with a state it did not read; a GET answers
 // 503.
 func TestWaitWhenReadsFail(t *testing.T) {
-	forEachStore(t, func(t *testing.T, open func(testing.TB) *jobs.SQLStore) {
+	forEachStore(t, func(t *testing.T, open func(testing.TB) jobs.SQLStore) {
 		raw := open(t)
-		e := setup(t, func(testing.TB) *jobs.SQLStore { return raw }, jobshttp.Options{})
+		e := setup(t, func(testing.TB) jobs.SQLStore { return raw }, jobshttp.Options{})
 		h := jobshttp.New(jobstest.NewManager(t, lookupsFail{raw}, jobs.Options{}), jobshttp.Options{Owner: bearerOwner, Logger: discardLogger})
 		w := serve(h, request{key: "unread", headers: map[string]string{"Prefer": "wait=1"}})
 		var r jobshttp.Receipt

@@ -32,14 +32,14 @@ const maxTestConns = 10
 
 // NewSQLite opens a store on a new SQLite file in t's temporary directory,
 // closed when the test ends.
-func NewSQLite(t testing.TB, opts ...jobs.StoreOption) *jobs.SQLStore {
+func NewSQLite(t testing.TB, opts ...jobs.StoreOption) *jobs.SQLiteStore {
 	t.Helper()
 	return NewSQLiteAt(t, filepath.Join(t.TempDir(), "jobs.db"), opts...)
 }
 
 // NewSQLiteAt opens a store on the SQLite file at path, closed when the test
 // ends. Several stores may share one file, as several processes would.
-func NewSQLiteAt(t testing.TB, path string, opts ...jobs.StoreOption) *jobs.SQLStore {
+func NewSQLiteAt(t testing.TB, path string, opts ...jobs.StoreOption) *jobs.SQLiteStore {
 	t.Helper()
 	s, err := jobs.OpenSQLite(context.Background(), path, opts...)
 	if err != nil {
@@ -87,7 +87,7 @@ func PostgresDSN(t testing.TB) string {
 
 // NewPostgres opens a store in a fresh schema (see PostgresDSN), closed and
 // dropped when the test ends.
-func NewPostgres(t testing.TB, opts ...jobs.StoreOption) *jobs.SQLStore {
+func NewPostgres(t testing.TB, opts ...jobs.StoreOption) *jobs.PostgresStore {
 	t.Helper()
 	dsn := PostgresDSN(t)
 	s, err := jobs.OpenPostgres(context.Background(), dsn, opts...)

@@ -74,7 +74,7 @@ func errorClass(err error) string {
 }
 
 // failoverChild runs args.Goroutines callers until its stdin is closed.
-func failoverChild(ctx context.Context, store *jobs.SQLStore, args childArgs) int {
+func failoverChild(ctx context.Context, store jobs.SQLStore, args childArgs) int {
 	m, err := jobs.New(store, jobs.Options{Hedging: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

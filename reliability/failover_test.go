@@ -110,7 +110,7 @@ type waitFigures struct {
 	byNotification bool          // the wake-up was the job's notification, not a reconnection
 }
 
-func armWaitCheck(t *testing.T, m *jobs.Manager, store *jobs.SQLStore, name string) *waitCheck {
+func armWaitCheck(t *testing.T, m *jobs.Manager, store *jobs.PostgresStore, name string) *waitCheck {
 	t.Helper()
 	ctx := t.Context()
 	w := &waitCheck{waited: make(chan waitOutcome, 1)}
@@ -163,7 +163,7 @@ func listenerOn(ctx context.Context, db *sql.DB, app string, port int) (int, err
 
 // fire completes the job after the failover, once the store listens on the
 // new primary, and measures how the waiters learn of it.
-func (w *waitCheck) fire(t *testing.T, m *jobs.Manager, store *jobs.SQLStore, app string, port, pid int) waitFigures {
+func (w *waitCheck) fire(t *testing.T, m *jobs.Manager, store *jobs.PostgresStore, app string, port, pid int) waitFigures {
 	t.Helper()
 	var f waitFigures
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -244,7 +244,7 @@ func (unsentProvider) Lookup(context.Context, jobs.Attempt) (jobs.Outcome, error
 type failoverRun struct {
 	c       *pgCluster
 	m       *jobs.Manager
-	store   *jobs.SQLStore
+	store   *jobs.PostgresStore
 	app     string
 	records []*failoverRecord
 }

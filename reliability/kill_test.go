@@ -53,7 +53,7 @@ func TestKilledProcess(t *testing.T) {
 				t.Parallel()
 				ctx := context.Background()
 				var dsn string
-				var store *jobs.SQLStore
+				var store jobs.SQLStore
 				if d.name == "postgres" {
 					dsn = jobstest.PostgresDSN(t)
 					var err error

@@ -38,13 +38,13 @@ func limitRapid() {
 // dialect is one store under test.
 type dialect struct {
 	name string
-	open func(t testing.TB) *jobs.SQLStore
+	open func(t testing.TB) jobs.SQLStore
 }
 
 func dialects() []dialect {
 	return []dialect{
-		{"sqlite", func(t testing.TB) *jobs.SQLStore { return jobstest.NewSQLite(t) }},
-		{"postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
+		{"sqlite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
+		{"postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
 	}
 }
 
@@ -54,7 +54,7 @@ func postgresConfigured() bool {
 
 // allDialects adds PostgreSQL behind PgBouncer in transaction pooling mode.
 func allDialects() []dialect {
-	return append(dialects(), dialect{"pgbouncer", bouncerStore})
+	return append(dialects(), dialect{"pgbouncer", func(t testing.TB) jobs.SQLStore { return bouncerStore(t) }})
 }
 
 // retryStorage calls fn until it returns something other than a storage

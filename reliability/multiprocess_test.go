@@ -91,7 +91,7 @@ func runChild(role string) int {
 	return 0
 }
 
-func openChildStore(ctx context.Context, opts ...jobs.StoreOption) (*jobs.SQLStore, error) {
+func openChildStore(ctx context.Context, opts ...jobs.StoreOption) (jobs.SQLStore, error) {
 	dsn := os.Getenv(envChildDSN)
 	if os.Getenv(envChildDialect) == "postgres" {
 		s, err := jobs.OpenPostgres(ctx, dsn, opts...)
@@ -243,7 +243,7 @@ func TestManyProcesses(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			var dsn string
-			var store *jobs.SQLStore
+			var store jobs.SQLStore
 			if d.name == "postgres" {
 				dsn = jobstest.PostgresDSN(t)
 				var err error

@@ -240,7 +240,7 @@ func databaseOf(t testing.TB, dsn string) string {
 }
 
 // bouncerStore opens a store through the bouncer (see bouncerDSN).
-func bouncerStore(t testing.TB) *jobs.SQLStore {
+func bouncerStore(t testing.TB) *jobs.PostgresStore {
 	t.Helper()
 	s, err := jobs.OpenPostgres(context.Background(), bouncerDSN(t))
 	if err != nil {

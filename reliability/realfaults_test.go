@@ -212,7 +212,7 @@ func TestPostgresRestart(t *testing.T) {
 }
 
 // sqliteFixture opens a store on a new file with one job in it.
-func sqliteFixture(t *testing.T) (path string, s *jobs.SQLStore, m *jobs.Manager, j jobs.Job) {
+func sqliteFixture(t *testing.T) (path string, s jobs.SQLStore, m *jobs.Manager, j jobs.Job) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "jobs.db")
 	s = jobstest.NewSQLiteAt(t, path)

@@ -21,9 +21,8 @@ var queryMethods = map[string]bool{
 // from constants only. It is syntactic and deliberately strict: string
 // literals, package constants, package variables initialised from those and
 // never assigned again, local variables whose every assignment is safe, the
-// query fields of the dialect table, the embedded migration files,
-// concatenations of those, the pure helpers that rewrite placeholders or
-// qualify column lists, and strings.Repeat of a constant (data may decide
+// statement fields of a migration plan, the embedded migration files,
+// concatenations of those, and strings.Repeat of a constant (data may decide
 // how many placeholders a statement has, never its text). Anything else (a
 // variable holding data, fmt.Sprintf, strings.Join, a parameter whose
 // callers pass anything else) is reported.
@@ -33,7 +32,7 @@ type sqlChecker struct {
 	pkgVars    map[string]ast.Expr // package variables with one initialiser
 	assigned   map[string]bool     // names assigned to inside some function
 	funcs      map[string]*ast.FuncDecl
-	safeFields map[string]bool // string fields of the dialect struct, filled from constants
+	safeFields map[string]bool // string fields of migrationPlan, filled from constants
 	safeCalls  map[string]bool // pure rewriters of constant SQL
 	problems   []string
 }
@@ -48,7 +47,7 @@ func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
 		safeFields: map[string]bool{
 			"SQL": true, // a migration: a file embedded in the binary
 		},
-		safeCalls: map[string]bool{"rebind": true, "sqliteRebind": true, "qualify": true},
+		safeCalls: map[string]bool{},
 	}
 	for _, f := range files {
 		for _, d := range f.Decls {
@@ -68,7 +67,7 @@ func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
 							}
 						}
 					case *ast.TypeSpec:
-						if st, ok := sp.Type.(*ast.StructType); ok && sp.Name.Name == "dialect" {
+						if st, ok := sp.Type.(*ast.StructType); ok && sp.Name.Name == "migrationPlan" {
 							for _, fld := range st.Fields.List {
 								if id, ok := fld.Type.(*ast.Ident); ok && id.Name == "string" {
 									for _, n := range fld.Names {
@@ -279,13 +278,13 @@ func (c *sqlChecker) check(files []*ast.File) {
 				return true
 			})
 		}
-		// The dialect tables: every string field from constants.
+		// The migration plans: every string field from constants.
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.CompositeLit)
 			if !ok {
 				return true
 			}
-			if u, ok := lit.Type.(*ast.Ident); !ok || u.Name != "dialect" {
+			if u, ok := lit.Type.(*ast.Ident); !ok || u.Name != "migrationPlan" {
 				return true
 			}
 			for _, el := range lit.Elts {
@@ -294,7 +293,7 @@ func (c *sqlChecker) check(files []*ast.File) {
 					continue
 				}
 				if k, ok := kv.Key.(*ast.Ident); ok && c.safeFields[k.Name] && !c.safe(kv.Value, nil, files, 0) {
-					c.report(kv, "dialect field %s is not built from constants", k.Name)
+					c.report(kv, "migration plan field %s is not built from constants", k.Name)
 				}
 			}
 			return true
@@ -361,8 +360,8 @@ func TestNoFormattedSQLCatches(t *testing.T) {
 	const src = `package jobs
 import "fmt"
 const q = "SELECT 1 FROM jobs WHERE id = $1"
-type dialect struct{ name string; createJob string }
-var bad = &dialect{createJob: "SELECT " + userCols}
+type migrationPlan struct{ dialect string; begin string }
+var bad = migrationPlan{begin: "BEGIN " + userCols}
 func run(db DB, ctx any, key string) {
 	db.QueryRowContext(ctx, q, key)                                        // fine
 	db.QueryRowContext(ctx, fmt.Sprintf("SELECT * FROM jobs WHERE k = '%s'", key)) // 1
@@ -400,6 +399,6 @@ func more(db DB, ctx any, key string, ids []any) {
 	c.check(files)
 	t.Log(strings.Join(c.problems, "\n"))
 	if len(c.problems) != 10 {
-		t.Fatalf("want 10 problems (9 calls and the dialect field), got %d:\n%s", len(c.problems), strings.Join(c.problems, "\n"))
+		t.Fatalf("want 10 problems (9 calls and the migration plan field), got %d:\n%s", len(c.problems), strings.Join(c.problems, "\n"))
 	}
 }

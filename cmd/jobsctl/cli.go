@@ -244,7 +244,7 @@ func parseDSN(dsn string) (target, error) {
 // store opens the database named by the options. Unless migrate is set it
 // neither creates nor migrates anything: an operator's look must not
 // change the schema. With inspect, the schema is not checked either.
-func (c *cli) store(ctx context.Context, mode openMode) (*jobs.SQLStore, func(), error) {
+func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), error) {
 	t, err := c.target()
 	if err != nil {
 		return nil, nil, err
@@ -257,7 +257,7 @@ func (c *cli) store(ctx context.Context, mode openMode) (*jobs.SQLStore, func(),
 		opts = append(opts, jobs.InspectOnly())
 	}
 	var db *sql.DB
-	var s *jobs.SQLStore
+	var s jobs.SQLStore
 	switch t.dialect {
 	case "sqlite":
 		if t.dsn == "" {
@@ -303,7 +303,7 @@ const (
 
 // withStore runs fn on the store with a Manager over it, within the
 // timeout.
-func (c *cli) withStore(ctx context.Context, mode openMode, fn func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error) error {
+func (c *cli) withStore(ctx context.Context, mode openMode, fn func(ctx context.Context, s jobs.SQLStore, m *jobs.Manager) error) error {
 	if _, err := c.target(); err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ func (c *cli) show(ctx context.Context, args []string) error {
 	case owner != "" && fs.NArg() != 0:
 		return usagef("show: give an ID or --owner and --key, not both")
 	}
-	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error {
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s jobs.SQLStore, m *jobs.Manager) error {
 		var j jobs.Job
 		var err error
 		switch id := fs.Arg(0); {
@@ -287,7 +287,7 @@ func (c *cli) stale(ctx context.Context, args []string) error {
 	if olderThan < 0 || limit <= 0 {
 		return usagef("stale: --older-than must not be negative and --limit must be positive")
 	}
-	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s jobs.SQLStore, _ *jobs.Manager) error {
 		now := time.Now()
 		// Every unknown attempt, whatever its age; open ones only when
 		// silent. One more than the limit tells whether some were left out.
@@ -336,7 +336,7 @@ func (c *cli) cancel(ctx context.Context, args []string) error {
 	if strings.TrimSpace(reason) == "" {
 		return usagef("cancel: --reason is required")
 	}
-	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error {
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s jobs.SQLStore, m *jobs.Manager) error {
 		a, err := m.Cancel(ctx, fs.Arg(0), reason)
 		if err != nil {
 			return err
@@ -361,7 +361,7 @@ func (c *cli) check(ctx context.Context, args []string) error {
 	if _, err := c.subcommand("check", args, 0, nil); err != nil {
 		return err
 	}
-	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s jobs.SQLStore, _ *jobs.Manager) error {
 		snap, err := jobstest.TakeSnapshot(ctx, s)
 		if err != nil {
 			return err
@@ -437,7 +437,7 @@ func (c *cli) purge(ctx context.Context, args []string) error {
 			human(olderThan), human(retention), human(retention))
 	}
 	o.Retention = olderThan
-	return c.withStore(ctx, openChecked, func(ctx context.Context, s *jobs.SQLStore, m *jobs.Manager) error {
+	return c.withStore(ctx, openChecked, func(ctx context.Context, s jobs.SQLStore, m *jobs.Manager) error {
 		res, err := m.Purge(ctx, o)
 		if err != nil {
 			var in *jobs.InputError
@@ -490,7 +490,7 @@ func (c *cli) schema(ctx context.Context, args []string) error {
 	if _, err := c.subcommand("schema", args, 0, nil); err != nil {
 		return err
 	}
-	return c.withStore(ctx, openInspect, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
+	return c.withStore(ctx, openInspect, func(ctx context.Context, s jobs.SQLStore, _ *jobs.Manager) error {
 		return c.reportSchema(ctx, s)
 	})
 }
@@ -500,14 +500,14 @@ func (c *cli) migrate(ctx context.Context, args []string) error {
 	if _, err := c.subcommand("migrate", args, 0, nil); err != nil {
 		return err
 	}
-	return c.withStore(ctx, openMigrate, func(ctx context.Context, s *jobs.SQLStore, _ *jobs.Manager) error {
+	return c.withStore(ctx, openMigrate, func(ctx context.Context, s jobs.SQLStore, _ *jobs.Manager) error {
 		return c.reportSchema(ctx, s)
 	})
 }
 
 // reportSchema prints where the database's schema stands, and returns
 // errFound unless it is this jobsctl's.
-func (c *cli) reportSchema(ctx context.Context, s *jobs.SQLStore) error {
+func (c *cli) reportSchema(ctx context.Context, s jobs.SQLStore) error {
 	applied, err := s.AppliedMigrations(ctx)
 	if err != nil {
 		return err

@@ -187,7 +187,7 @@ func seed(t *testing.T, s jobs.Store) seeded {
 type database struct {
 	name  string // the dialect
 	flags []string
-	store *jobs.SQLStore
+	store jobs.SQLStore
 }
 
 // databases are the stores the CLI is tested on, one of each dialect.

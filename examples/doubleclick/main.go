@@ -42,7 +42,7 @@ func run(dbPath, pgDSN string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	var store *jobs.SQLStore
+	var store jobs.SQLStore
 	var err error
 	switch {
 	case pgDSN != "":

@@ -64,7 +64,7 @@ func run(w io.Writer, pgDSN string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
-	var store *jobs.SQLStore
+	var store jobs.SQLStore
 	var err error
 	if pgDSN != "" {
 		store, err = jobs.OpenPostgres(ctx, pgDSN)

@@ -39,7 +39,7 @@ func run(addr, sqlitePath, postgresDSN string, delay time.Duration) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	var store *jobs.SQLStore
+	var store jobs.SQLStore
 	var err error
 	if postgresDSN != "" {
 		store, err = jobs.OpenPostgres(ctx, postgresDSN)

@@ -16,7 +16,7 @@ import (
 // SQLite with OpenSQLite (one writer connection, a pool of readers).
 type Library struct {
 	M      *jobs.Manager
-	Store  *jobs.SQLStore
+	Store  jobs.SQLStore
 	tables *Tables
 	trips  atomic.Int64
 	owned  []*sql.DB

@@ -176,10 +176,10 @@ func TestBurstBeyondTheQueueAllSucceed(t *testing.T) {
 	const n = 2000
 	for _, st := range []struct {
 		name string
-		open func(testing.TB) *jobs.SQLStore
+		open func(testing.TB) jobs.SQLStore
 	}{
-		{"SQLite", func(t testing.TB) *jobs.SQLStore { return jobstest.NewSQLite(t) }},
-		{"Postgres", func(t testing.TB) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
+		{"SQLite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
+		{"Postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
 	} {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
