@@ -6,7 +6,7 @@
 // the same seed and the same sequence of calls fails the same way.
 //
 // It is a test tool: use it to prove that the code above a Store is safe to
-// retry, and check the store with jobstest.CheckInvariants afterwards.
+// retry, and check the store with invariant.Check afterwards.
 //
 //	fs := faultstore.New(store, faultstore.Config{Seed: 1, Rate: 0.2, AfterShare: 0.5})
 //	m := jobs.New(fs, jobs.Options{})

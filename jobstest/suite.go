@@ -19,7 +19,9 @@ package jobstest
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +34,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/invariant"
 )
 
 // Run runs the conformance suite. newStore must return a new, empty store
@@ -109,6 +112,13 @@ func req(owner, key string) jobs.SubmitRequest {
 		Params: json.RawMessage(`{"amount":1200,"currency":"eur"}`)}
 }
 
+// randomHex returns n random bytes in hex, to make keys unique.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 func (e *env) submit(r jobs.SubmitRequest) jobs.Job {
 	e.t.Helper()
 	j, _, err := e.m.Submit(e.ctx, r)
@@ -172,7 +182,7 @@ func (e *env) attempts(jobID string) []jobs.Attempt {
 // countJobs counts every job in the store.
 func (e *env) countJobs() int {
 	e.t.Helper()
-	snap, err := TakeSnapshot(e.ctx, e.store)
+	snap, err := invariant.TakeSnapshot(e.ctx, e.store)
 	if err != nil {
 		e.t.Fatalf("snapshot: %v", err)
 	}
@@ -182,9 +192,9 @@ func (e *env) countJobs() int {
 // checkInvariants fails the test on any violation in the store.
 func (e *env) checkInvariants() {
 	e.t.Helper()
-	vs, err := CheckInvariants(context.WithoutCancel(e.ctx), e.store)
+	vs, err := invariant.Check(context.WithoutCancel(e.ctx), e.store)
 	if err != nil {
-		e.t.Fatalf("CheckInvariants: %v", err)
+		e.t.Fatalf("invariant.Check: %v", err)
 	}
 	for _, v := range vs {
 		e.t.Errorf("invariant violated: %s", v)
