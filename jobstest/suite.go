@@ -1,20 +1,3 @@
-// Package jobstest is the conformance suite for jobs.Store implementations,
-// and the helpers the suite and the package's own tests share: fresh
-// SQLite files and PostgreSQL schemas per test, a manual clock, and an
-// invariant checker.
-//
-// A store proves itself by running the suite from its own tests:
-//
-//	func TestMyStore(t *testing.T) {
-//		jobstest.Run(t, func(t testing.TB) jobs.Store { return newMyStore(t) })
-//	}
-//
-// Every case drives the store through the public jobs.Manager API, gets a
-// fresh empty store, and runs in parallel with the others. The store must
-// also implement jobs.Lister, which the suite uses to check that rejected
-// calls wrote nothing. The optional capabilities (jobs.TxStore,
-// jobs.VerificationStore, jobs.PurgeStore, jobs.ReconcileStore) are proved
-// when the store has them, and their cases skip otherwise.
 package jobstest
 
 import (
@@ -65,10 +48,9 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"ReferenceRace", testReferenceRace},
 		{"SubmitTx", testSubmitTx},
 		{"Reads", testReads},
-		// Optional capabilities: each case skips when the store lacks it.
-		{"VerificationStore", testVerificationStore},
-		{"PurgeStore", testPurgeStore},
-		{"ReconcileStore", testReconcileStore},
+		{"Verification", testVerification},
+		{"Purge", testPurge},
+		{"Reconcile", testReconcile},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
