@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs/internal/perf"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
 // The benchmarks run every workload of the suite in the same process, each
@@ -98,7 +98,7 @@ func runTrial(b *testing.B, w perf.Workload, c perf.Contender) *perf.Result {
 func newDatabase(tb testing.TB, dialect, sync string) perf.Database {
 	tb.Helper()
 	if dialect == perf.Postgres {
-		return perf.Database{Dialect: perf.Postgres, DSN: jobstest.PostgresDSN(tb)}
+		return perf.Database{Dialect: perf.Postgres, DSN: testdb.PostgresDSN(tb)}
 	}
 	return perf.Database{Dialect: perf.SQLite, DSN: filepath.Join(tb.TempDir(), "bench.db"), Synchronous: sync}
 }

@@ -208,12 +208,12 @@
 //
 // To test your own retry code, wrap a store with package faultstore, which
 // fails calls before they run or after they commit, from a seed, and check the
-// store afterwards with jobstest.CheckInvariants:
+// store afterwards with package invariant:
 //
 //	fs := faultstore.New(store, faultstore.Config{Seed: 1, Rate: 0.2, AfterShare: 0.5})
-//	m := jobs.New(fs, jobs.Options{})
+//	m, err := jobs.New(fs, jobs.Options{})
 //	// … drive m, retrying on ErrStorage …
-//	violations, err := jobstest.CheckInvariants(ctx, store)
+//	violations, err := invariant.Check(ctx, store)
 //
 // # PostgreSQL failover and PgBouncer
 //

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -150,10 +152,10 @@ func storeCases() []storeCase {
 	return []storeCase{
 		{"sqlite", func(t *testing.T) (jobs.Store, func() jobs.Store) {
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			return jobstest.NewSQLiteAt(t, path), func() jobs.Store { return jobstest.NewSQLiteAt(t, path) }
+			return testdb.NewSQLiteAt(t, path), func() jobs.Store { return testdb.NewSQLiteAt(t, path) }
 		}},
 		{"postgres", func(t *testing.T) (jobs.Store, func() jobs.Store) {
-			dsn := jobstest.PostgresDSN(t)
+			dsn := testdb.PostgresDSN(t)
 			open := func() jobs.Store {
 				s, err := jobs.OpenPostgres(context.Background(), dsn)
 				if err != nil {
@@ -247,7 +249,7 @@ func (f *fixture) attempts(t *testing.T, jobID string) []jobs.Attempt {
 
 func (f *fixture) checkInvariants(t *testing.T) {
 	t.Helper()
-	vs, err := jobstest.CheckInvariants(context.Background(), f.store)
+	vs, err := invariant.Check(context.Background(), f.store)
 	if err != nil {
 		t.Fatalf("check invariants: %v", err)
 	}

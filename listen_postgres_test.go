@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
 // TestListenDSNRejectsBadInputAndWritesNothing: a ListenDSN that pgx
@@ -35,7 +35,7 @@ func TestListenDSNRejectsBadInputAndWritesNothing(t *testing.T) {
 			var db *sql.DB
 			var err error
 			if tc.store == "postgres" {
-				dsn := jobstest.PostgresDSN(t)
+				dsn := testdb.PostgresDSN(t)
 				_, err = jobs.OpenPostgres(ctx, dsn, jobs.ListenDSN(tc.listen))
 				db, _ = sql.Open("pgx", dsn)
 			} else {
@@ -69,7 +69,7 @@ func TestListenDSNRejectsBadInputAndWritesNothing(t *testing.T) {
 func TestListenDSNOpensTheListeningConnection(t *testing.T) {
 	t.Parallel()
 	suffix := fmt.Sprint(time.Now().UnixNano())
-	dsn := jobstest.PostgresDSN(t)
+	dsn := testdb.PostgresDSN(t)
 	pool := withQuery(t, dsn, "application_name", "jobs_pool_"+suffix)
 	listen := withQuery(t, dsn, "application_name", "jobs_listen_"+suffix)
 	ctx := context.Background()
@@ -128,8 +128,8 @@ func withQuery(t *testing.T, dsn, key, value string) string {
 // one created by an initdb run without a UTF-8 locale.
 func TestNotifyClosedOnADatabaseNotInUTF8(t *testing.T) {
 	t.Parallel()
-	jobstest.PostgresDSN(t) // skips without PostgreSQL
-	base := os.Getenv(jobstest.EnvPostgresDSN)
+	testdb.PostgresDSN(t) // skips without PostgreSQL
+	base := os.Getenv(testdb.EnvPostgresDSN)
 	ctx := context.Background()
 	admin, err := sql.Open("pgx", base)
 	if err != nil {

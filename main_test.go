@@ -4,9 +4,9 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
-func TestMain(m *testing.M) { jobstest.Main(m) }
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 var discard = slog.New(slog.DiscardHandler)

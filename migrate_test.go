@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -44,7 +45,7 @@ func TestConcurrentOpensMigrateOnce(t *testing.T) {
 			}
 		}},
 		{"postgres", func(t *testing.T) func() (jobs.SQLStore, error) {
-			dsn := jobstest.PostgresDSN(t)
+			dsn := testdb.PostgresDSN(t)
 			return func() (jobs.SQLStore, error) {
 				// A pool of its own per opener, like a process.
 				db, err := sql.Open("pgx", dsn)
@@ -190,9 +191,9 @@ func openUpgraded(t *testing.T, dialect string, write func(testing.TB, *sql.DB, 
 		}
 		write(t, db, dialect)
 		db.Close()
-		return jobstest.NewSQLiteAt(t, path)
+		return testdb.NewSQLiteAt(t, path)
 	}
-	dsn := jobstest.PostgresDSN(t)
+	dsn := testdb.PostgresDSN(t)
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -271,12 +272,12 @@ func TestNewerSchemaRefused(t *testing.T) {
 	}{
 		{"sqlite", func(t *testing.T) (jobs.SQLStore, func(...jobs.StoreOption) (jobs.SQLStore, error)) {
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			return jobstest.NewSQLiteAt(t, path), func(o ...jobs.StoreOption) (jobs.SQLStore, error) {
+			return testdb.NewSQLiteAt(t, path), func(o ...jobs.StoreOption) (jobs.SQLStore, error) {
 				return jobs.OpenSQLite(context.Background(), path, o...)
 			}
 		}},
 		{"postgres", func(t *testing.T) (jobs.SQLStore, func(...jobs.StoreOption) (jobs.SQLStore, error)) {
-			dsn := jobstest.PostgresDSN(t)
+			dsn := testdb.PostgresDSN(t)
 			s, err := jobs.OpenPostgres(context.Background(), dsn)
 			if err != nil {
 				t.Fatal(err)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -22,8 +24,8 @@ var opsStores = []struct {
 	name string
 	open func(t testing.TB) jobs.SQLStore
 }{
-	{"sqlite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
-	{"postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
+	{"sqlite", func(t testing.TB) jobs.SQLStore { return testdb.NewSQLite(t) }},
+	{"postgres", func(t testing.TB) jobs.SQLStore { return testdb.NewPostgres(t) }},
 }
 
 // eventRecorder records events, safe for concurrent use.
@@ -247,7 +249,7 @@ func TestPurgedKeyIsANewIntent(t *testing.T) {
 
 func TestPurgeInvalidOptions(t *testing.T) {
 	t.Parallel()
-	s := jobstest.NewSQLite(t)
+	s := testdb.NewSQLite(t)
 	m, err := jobs.New(s, jobs.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +443,7 @@ func TestConcurrentPurgers(t *testing.T) {
 			if left, err := m.Purge(ctx, jobs.PurgeOptions{DryRun: true}); err != nil || left.Jobs != 0 {
 				t.Errorf("left after purge: %+v, %v", left, err)
 			}
-			snap, err := jobstest.TakeSnapshot(ctx, s)
+			snap, err := invariant.TakeSnapshot(ctx, s)
 			if err != nil || len(snap.Jobs) != 0 {
 				t.Errorf("jobs left: %d, %v", len(snap.Jobs), err)
 			}
@@ -456,7 +458,7 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 	cutoff := time.Now()
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		s := jobstest.NewSQLite(t)
+		s := testdb.NewSQLite(t)
 		plan := explainPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.PurgeStatement("sqlite"), cutoff.UnixMicro(), 10)
 		if !strings.Contains(plan, "jobs_closed_at_idx") {
 			t.Errorf("plan does not use jobs_closed_at_idx:\n%s", plan)
@@ -464,7 +466,7 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		s := jobstest.NewPostgres(t)
+		s := testdb.NewPostgres(t)
 		// Fill the table so that the planner has a reason to prefer the index.
 		m, err := jobs.New(s, jobs.Options{})
 		if err != nil {
@@ -529,7 +531,7 @@ func explainPlan(t testing.TB, q jobs.DBTX, query string, args ...any) string {
 
 func checkNoViolations(t testing.TB, s jobs.Store) {
 	t.Helper()
-	v, err := jobstest.CheckInvariants(context.Background(), s)
+	v, err := invariant.Check(context.Background(), s)
 	if err != nil {
 		t.Fatalf("check invariants: %v", err)
 	}
@@ -541,7 +543,7 @@ func checkNoViolations(t testing.TB, s jobs.Store) {
 func TestBackgroundPurger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := jobstest.NewSQLite(t)
+	s := testdb.NewSQLite(t)
 	old, err := jobs.New(s, jobs.Options{Clock: jobstest.NewClock(time.Now().Add(-48 * time.Hour))})
 	if err != nil {
 		t.Fatal(err)
@@ -584,7 +586,7 @@ func TestBackgroundPurger(t *testing.T) {
 
 func TestBackgroundPurgerReportsErrors(t *testing.T) {
 	t.Parallel()
-	s := jobstest.NewSQLite(t)
+	s := testdb.NewSQLite(t)
 	m, err := jobs.New(s, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -609,7 +611,7 @@ func TestBackgroundPurgerReportsErrors(t *testing.T) {
 func TestManagerRetention(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := jobstest.NewSQLite(t)
+	s := testdb.NewSQLite(t)
 	clk := jobstest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	if got := jobstest.NewManager(t, s, jobs.Options{}).Retention(); got != jobs.DefaultRetention {
 		t.Errorf("default Retention() = %v, want %v", got, jobs.DefaultRetention)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -80,7 +81,7 @@ func TestStaleAttemptsUsesStaleIndex(t *testing.T) {
 	now := time.Now()
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		s := jobstest.NewSQLite(t)
+		s := testdb.NewSQLite(t)
 		ts := now.UnixMicro()
 		plan := explainPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.StaleAttemptsQuery("sqlite"), ts, ts, ts, 10, ts)
 		if !strings.Contains(plan, "job_attempts_stale_idx") {
@@ -89,7 +90,7 @@ func TestStaleAttemptsUsesStaleIndex(t *testing.T) {
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		s := jobstest.NewPostgres(t)
+		s := testdb.NewPostgres(t)
 		ctx := context.Background()
 		m, err := jobs.New(s, jobs.Options{})
 		if err != nil {

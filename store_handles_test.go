@@ -13,6 +13,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -33,7 +34,7 @@ func TestCallerHandles(t *testing.T) {
 			}
 		}},
 		{"postgres", func(t *testing.T) (*sqlx.DB, func(context.Context, *sqlx.DB) (jobs.SQLStore, error)) {
-			db, err := sqlx.Open("pgx", jobstest.PostgresDSN(t))
+			db, err := sqlx.Open("pgx", testdb.PostgresDSN(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,7 +91,7 @@ func TestLostRaceIsLogged(t *testing.T) {
 	t.Parallel()
 	var buf bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
-	m := jobstest.NewManager(t, jobstest.NewSQLite(t), jobs.Options{Logger: logger, Hedging: true})
+	m := jobstest.NewManager(t, testdb.NewSQLite(t), jobs.Options{Logger: logger, Hedging: true})
 	ctx := t.Context()
 	j, _, _ := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: "k", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)})
 	a, _ := m.StartAttempt(ctx, j.ID, "")

@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -101,7 +103,7 @@ func TestSQLiteWritesWaitForTheWriteLock(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			store := jobstest.NewSQLiteAt(t, path)
+			store := testdb.NewSQLiteAt(t, path)
 			// Outcome writes are bounded by the write timeout, not by ctx.
 			w := &lockedWrite{m: jobstest.NewManager(t, store, jobs.Options{Logger: discard, WriteTimeout: patience})}
 			var err error
@@ -111,7 +113,7 @@ func TestSQLiteWritesWaitForTheWriteLock(t *testing.T) {
 			if tc.attempt {
 				w.startAttempt(t)
 			}
-			before, err := jobstest.TakeSnapshot(t.Context(), store)
+			before, err := invariant.TakeSnapshot(t.Context(), store)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,7 +125,7 @@ func TestSQLiteWritesWaitForTheWriteLock(t *testing.T) {
 			if !errors.Is(err, jobs.ErrStorage) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("%s while another process holds the write lock: %v, want a storage error matching context.DeadlineExceeded", tc.name, err)
 			}
-			after, err := jobstest.TakeSnapshot(t.Context(), store)
+			after, err := invariant.TakeSnapshot(t.Context(), store)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +222,7 @@ func TestOpenSQLiteLockFile(t *testing.T) {
 			if err := os.Mkdir(filepath.Dir(real), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			jobstest.NewSQLiteAt(t, real).Close()
+			testdb.NewSQLiteAt(t, real).Close()
 			if err := os.Remove(real + "-lock"); err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +234,7 @@ func TestOpenSQLiteLockFile(t *testing.T) {
 		}},
 		{"read-only", func(t *testing.T, dir string) (string, string) {
 			p := filepath.Join(dir, "jobs.db")
-			jobstest.NewSQLiteAt(t, p).Close()
+			testdb.NewSQLiteAt(t, p).Close()
 			if err := os.Remove(p + "-lock"); err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -22,7 +24,7 @@ func TestSQLiteManyWriters(t *testing.T) {
 	const stores, goroutines, keys = 4, 16, 40
 	managers := make([]*jobs.Manager, stores)
 	for i := range managers {
-		managers[i] = jobstest.NewManager(t, jobstest.NewSQLiteAt(t, path), jobs.Options{Logger: discard, Hedging: true})
+		managers[i] = jobstest.NewManager(t, testdb.NewSQLiteAt(t, path), jobs.Options{Logger: discard, Hedging: true})
 	}
 	ctx := t.Context()
 	var mu sync.Mutex
@@ -57,8 +59,8 @@ func TestSQLiteManyWriters(t *testing.T) {
 	if len(failures) > 0 {
 		t.Fatalf("%d unexpected errors", len(failures))
 	}
-	store := jobstest.NewSQLiteAt(t, path)
-	snap, err := jobstest.TakeSnapshot(ctx, store)
+	store := testdb.NewSQLiteAt(t, path)
+	snap, err := invariant.TakeSnapshot(ctx, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +86,8 @@ func TestObserveWriteWaitOncePerWrite(t *testing.T) {
 		open func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore
 		want int
 	}{
-		{"sqlite", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return jobstest.NewSQLite(t, opts...) }, 3},
-		{"postgres", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return jobstest.NewPostgres(t, opts...) }, 0},
+		{"sqlite", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return testdb.NewSQLite(t, opts...) }, 3},
+		{"postgres", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return testdb.NewPostgres(t, opts...) }, 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

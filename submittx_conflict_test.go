@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
 // conflictDeadline bounds a SubmitTx that would retry inside the caller's
@@ -72,7 +72,7 @@ func TestSubmitTxConflictInDeferredSQLiteTransaction(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			m, err := jobs.New(jobstest.NewSQLiteAt(t, path), jobs.Options{Logger: discard})
+			m, err := jobs.New(testdb.NewSQLiteAt(t, path), jobs.Options{Logger: discard})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +141,7 @@ func TestSubmitTxConflictUnderPostgresRepeatableRead(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			s := jobstest.NewPostgres(t)
+			s := testdb.NewPostgres(t)
 			m, err := jobs.New(s, jobs.Options{Logger: discard})
 			if err != nil {
 				t.Fatal(err)
@@ -206,7 +206,7 @@ func TestSubmitTxConflictUnderPostgresRepeatableRead(t *testing.T) {
 // StorageConflict to that one, and the other goes on to commit both jobs.
 func TestSubmitTxConflictOnPostgresDeadlock(t *testing.T) {
 	t.Parallel()
-	s := jobstest.NewPostgres(t)
+	s := testdb.NewPostgres(t)
 	m, err := jobs.New(s, jobs.Options{Logger: discard})
 	if err != nil {
 		t.Fatal(err)

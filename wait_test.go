@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -20,8 +21,8 @@ var waitStores = []struct {
 	name string
 	open func(testing.TB) jobs.SQLStore
 }{
-	{"SQLite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
-	{"Postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
+	{"SQLite", func(t testing.TB) jobs.SQLStore { return testdb.NewSQLite(t) }},
+	{"Postgres", func(t testing.TB) jobs.SQLStore { return testdb.NewPostgres(t) }},
 }
 
 func submitJob(t *testing.T, m *jobs.Manager, key string) jobs.Job {
@@ -159,7 +160,7 @@ func TestNotifyClosed(t *testing.T) {
 	t.Parallel()
 	t.Run("Postgres", func(t *testing.T) {
 		t.Parallel()
-		s := jobstest.NewPostgres(t)
+		s := testdb.NewPostgres(t)
 		m, err := jobs.New(s, jobs.Options{})
 		if err != nil {
 			t.Fatal(err)
@@ -210,7 +211,7 @@ func TestNotifyClosed(t *testing.T) {
 	})
 	t.Run("SQLite", func(t *testing.T) {
 		t.Parallel()
-		var s jobs.Store = jobstest.NewSQLite(t)
+		var s jobs.Store = testdb.NewSQLite(t)
 		if _, ok := s.(jobs.CloseNotifier); ok {
 			t.Fatal("the SQLite store claims to notify; Wait must poll it")
 		}
@@ -222,7 +223,7 @@ func TestNotifyClosed(t *testing.T) {
 func TestNotifyClosedReconnects(t *testing.T) {
 	t.Parallel()
 	app := "jobs_listen_test_" + fmt.Sprint(time.Now().UnixNano())
-	dsn := jobstest.PostgresDSN(t)
+	dsn := testdb.PostgresDSN(t)
 	u, err := url.Parse(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -290,7 +291,7 @@ func TestNotifyClosedReconnects(t *testing.T) {
 // store's pool, so waiters never starve the queries they wait for.
 func TestWaitPoolOfOne(t *testing.T) {
 	t.Parallel()
-	s := jobstest.NewPostgres(t)
+	s := testdb.NewPostgres(t)
 	s.DB().SetMaxOpenConns(1)
 	m, err := jobs.New(s, jobs.Options{})
 	if err != nil {

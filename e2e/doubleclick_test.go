@@ -13,7 +13,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/examples/httpapi/app"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 )
 
 // Environment variables read by the browser tests.
@@ -127,8 +128,8 @@ var stores = []struct {
 	name string
 	open func(testing.TB) jobs.SQLStore
 }{
-	{"SQLite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
-	{"Postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
+	{"SQLite", func(t testing.TB) jobs.SQLStore { return testdb.NewSQLite(t) }},
+	{"Postgres", func(t testing.TB) jobs.SQLStore { return testdb.NewPostgres(t) }},
 }
 
 // pageState is what the test reads from the page after the clicks.
@@ -174,7 +175,7 @@ func TestDoubleClick(t *testing.T) {
 				t.Errorf("the page log does not show one creation and one replay:\n%s", page.Log)
 			}
 
-			snap, err := jobstest.TakeSnapshot(context.Background(), store)
+			snap, err := invariant.TakeSnapshot(context.Background(), store)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/invariant"
 )
 
 // TestLateSecondClickEndsOnSucceeded clicks Print a second time 2.3s into a
@@ -39,7 +39,7 @@ func TestLateSecondClickEndsOnSucceeded(t *testing.T) {
 			if err != nil || page.State != "succeeded" {
 				t.Fatalf("the page ends on %q (%v); want succeeded", page.State, err)
 			}
-			snap, err := jobstest.TakeSnapshot(context.Background(), store)
+			snap, err := invariant.TakeSnapshot(context.Background(), store)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,13 +5,17 @@
 // ambiguous commit). Faults are drawn from a seeded generator, so a run with
 // the same seed and the same sequence of calls fails the same way.
 //
+// It wraps every method of jobs.Store (Methods lists them). Reads fail only
+// before they run; writes fail before or after.
+//
 // It is a test tool: use it to prove that the code above a Store is safe to
-// retry, and check the store with jobstest.CheckInvariants afterwards.
+// retry, and check the store underneath with package invariant afterwards.
 //
 //	fs := faultstore.New(store, faultstore.Config{Seed: 1, Rate: 0.2, AfterShare: 0.5})
-//	m := jobs.New(fs, jobs.Options{})
+//	m, err := jobs.New(fs, jobs.Options{})
 //	// … drive m, retrying on jobs.ErrStorage …
 //	fmt.Println(fs.Stats().Total())
+//	violations, err := invariant.Check(ctx, store)
 package faultstore
 
 import (

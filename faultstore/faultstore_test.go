@@ -11,10 +11,10 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/faultstore"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
-func TestMain(m *testing.M) { jobstest.Main(m) }
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 func newJob(key string) jobs.Job {
 	now := time.Now().UTC().Truncate(time.Microsecond)
@@ -25,7 +25,7 @@ func newJob(key string) jobs.Job {
 // fates records which calls of a run failed, and how.
 func fates(t *testing.T, seed uint64) []string {
 	t.Helper()
-	fs := faultstore.New(jobstest.NewSQLite(t), faultstore.Config{Seed: seed, Rate: 0.5, AfterShare: 0.5})
+	fs := faultstore.New(testdb.NewSQLite(t), faultstore.Config{Seed: seed, Rate: 0.5, AfterShare: 0.5})
 	var out []string
 	for i := range 40 {
 		_, _, err := fs.CreateJob(context.Background(), newJob(fmt.Sprint(i)))
@@ -59,7 +59,7 @@ func TestBeforeAndAfter(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			inner := jobstest.NewSQLite(t)
+			inner := testdb.NewSQLite(t)
 			fs := faultstore.New(inner, faultstore.Config{Seed: 1, Rates: map[faultstore.Method]float64{faultstore.CreateJob: 1}, AfterShare: tt.after})
 			_, _, err := fs.CreateJob(ctx, newJob("a"))
 			var se *jobs.StorageError
@@ -89,7 +89,7 @@ func TestBeforeAndAfter(t *testing.T) {
 // TestReadsNeverApplyThenFail: After faults are for writes only.
 func TestReadsNeverApplyThenFail(t *testing.T) {
 	t.Parallel()
-	fs := faultstore.New(jobstest.NewSQLite(t), faultstore.Config{Seed: 3, Rate: 1, AfterShare: 1})
+	fs := faultstore.New(testdb.NewSQLite(t), faultstore.Config{Seed: 3, Rate: 1, AfterShare: 1})
 	for range 10 {
 		fs.Job(context.Background(), "job_x")
 	}

@@ -18,16 +18,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobshttp"
-	"github.com/intentjobs/jobs/jobstest"
 )
 
 var stores = []struct {
 	name string
 	open func(testing.TB) jobs.SQLStore
 }{
-	{"SQLite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
-	{"Postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
+	{"SQLite", func(t testing.TB) jobs.SQLStore { return testdb.NewSQLite(t) }},
+	{"Postgres", func(t testing.TB) jobs.SQLStore { return testdb.NewPostgres(t) }},
 }
 
 // forEachStore runs test on each store, in parallel.
@@ -441,7 +442,7 @@ func TestConcurrentIdenticalPosts(t *testing.T) {
 		if fresh != 1 || replays != n-1 {
 			t.Errorf("%d created, %d replayed; want 1 and %d", fresh, replays, n-1)
 		}
-		snap, err := jobstest.TakeSnapshot(context.Background(), e.store)
+		snap, err := invariant.TakeSnapshot(context.Background(), e.store)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +495,7 @@ func TestConflictLeavesJobUnchanged(t *testing.T) {
 		if !reflect.DeepEqual(before, after) {
 			t.Errorf("job changed by refused requests:\nbefore %+v\nafter  %+v", before, after)
 		}
-		snap, err := jobstest.TakeSnapshot(ctx, e.store)
+		snap, err := invariant.TakeSnapshot(ctx, e.store)
 		if err != nil || len(snap.Jobs) != 1 {
 			t.Errorf("%d jobs after the conflicts (%v); want 1", len(snap.Jobs), err)
 		}
@@ -735,7 +736,7 @@ func TestRetentionHeaderFollowsManager(t *testing.T) {
 		{2 * time.Hour, 0, "7200"},
 		{2 * time.Hour, 30 * time.Minute, "1800"},
 	} {
-		m, err := jobs.New(jobstest.NewSQLite(t), jobs.Options{Retention: tc.manager})
+		m, err := jobs.New(testdb.NewSQLite(t), jobs.Options{Retention: tc.manager})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -796,7 +797,7 @@ func TestInvalidOwnerIs401(t *testing.T) {
 				}
 			})
 		}
-		snap, err := jobstest.TakeSnapshot(ctx, e.store)
+		snap, err := invariant.TakeSnapshot(ctx, e.store)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,25 +1,10 @@
-// Package jobstest is the conformance suite for jobs.Store implementations,
-// and the helpers the suite and the package's own tests share: fresh
-// SQLite files and PostgreSQL schemas per test, a manual clock, and an
-// invariant checker.
-//
-// A store proves itself by running the suite from its own tests:
-//
-//	func TestMyStore(t *testing.T) {
-//		jobstest.Run(t, func(t testing.TB) jobs.Store { return newMyStore(t) })
-//	}
-//
-// Every case drives the store through the public jobs.Manager API, gets a
-// fresh empty store, and runs in parallel with the others. The store must
-// also implement jobs.Lister, which the suite uses to check that rejected
-// calls wrote nothing. The optional capabilities (jobs.TxStore,
-// jobs.VerificationStore, jobs.PurgeStore, jobs.ReconcileStore) are proved
-// when the store has them, and their cases skip otherwise.
 package jobstest
 
 import (
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/invariant"
 )
 
 // Run runs the conformance suite. newStore must return a new, empty store
@@ -62,10 +48,9 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"ReferenceRace", testReferenceRace},
 		{"SubmitTx", testSubmitTx},
 		{"Reads", testReads},
-		// Optional capabilities: each case skips when the store lacks it.
-		{"VerificationStore", testVerificationStore},
-		{"PurgeStore", testPurgeStore},
-		{"ReconcileStore", testReconcileStore},
+		{"Verification", testVerification},
+		{"Purge", testPurge},
+		{"Reconcile", testReconcile},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -107,6 +92,13 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 func req(owner, key string) jobs.SubmitRequest {
 	return jobs.SubmitRequest{Owner: owner, Key: key, Kind: "charge", Provider: "acme",
 		Params: json.RawMessage(`{"amount":1200,"currency":"eur"}`)}
+}
+
+// randomHex returns n random bytes in hex, to make keys unique.
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 func (e *env) submit(r jobs.SubmitRequest) jobs.Job {
@@ -172,7 +164,7 @@ func (e *env) attempts(jobID string) []jobs.Attempt {
 // countJobs counts every job in the store.
 func (e *env) countJobs() int {
 	e.t.Helper()
-	snap, err := TakeSnapshot(e.ctx, e.store)
+	snap, err := invariant.TakeSnapshot(e.ctx, e.store)
 	if err != nil {
 		e.t.Fatalf("snapshot: %v", err)
 	}
@@ -182,9 +174,9 @@ func (e *env) countJobs() int {
 // checkInvariants fails the test on any violation in the store.
 func (e *env) checkInvariants() {
 	e.t.Helper()
-	vs, err := CheckInvariants(context.WithoutCancel(e.ctx), e.store)
+	vs, err := invariant.Check(context.WithoutCancel(e.ctx), e.store)
 	if err != nil {
-		e.t.Fatalf("CheckInvariants: %v", err)
+		e.t.Fatalf("invariant.Check: %v", err)
 	}
 	for _, v := range vs {
 		e.t.Errorf("invariant violated: %s", v)

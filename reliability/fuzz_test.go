@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
 // The fuzz targets below run their seed corpus (testdata/fuzz/…) with every
@@ -103,7 +103,7 @@ func FuzzSubmit(f *testing.F) {
 	f.Add("alice", "k1", "charge", "p1", []byte(`{"amount":1}`))
 	f.Add("alice", "'; DROP TABLE jobs; --", "charge", "p1", []byte(`{}`))
 	f.Add("alice", "%", "charge", "p1", []byte(`null`))
-	stores := []jobs.Store{jobstest.NewSQLite(f)}
+	stores := []jobs.Store{testdb.NewSQLite(f)}
 	if pg := postgresIfConfigured(f); pg != nil {
 		stores = append(stores, pg)
 	}
@@ -169,5 +169,5 @@ func postgresIfConfigured(tb testing.TB) jobs.Store {
 	if !postgresConfigured() {
 		return nil
 	}
-	return jobstest.NewPostgres(tb)
+	return testdb.NewPostgres(tb)
 }

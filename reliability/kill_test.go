@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
 // Points at which a killed child dies.
@@ -55,7 +55,7 @@ func TestKilledProcess(t *testing.T) {
 				var dsn string
 				var store jobs.SQLStore
 				if d.name == "postgres" {
-					dsn = jobstest.PostgresDSN(t)
+					dsn = testdb.PostgresDSN(t)
 					var err error
 					if store, err = jobs.OpenPostgres(ctx, dsn); err != nil {
 						t.Fatal(err)
@@ -64,7 +64,7 @@ func TestKilledProcess(t *testing.T) {
 					t.Cleanup(func() { store.Close() })
 				} else {
 					dsn = t.TempDir() + "/killed.db"
-					store = jobstest.NewSQLiteAt(t, dsn)
+					store = testdb.NewSQLiteAt(t, dsn)
 				}
 				m, err := jobs.New(store, jobs.Options{})
 				if err != nil {

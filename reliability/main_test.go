@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 )
 
 func TestMain(m *testing.M) {
@@ -21,7 +22,7 @@ func TestMain(m *testing.M) {
 	limitRapid()
 	code := m.Run()
 	stopBouncer()
-	code = jobstest.AfterTests(code)
+	code = testdb.AfterTests(code)
 	os.Exit(code)
 }
 
@@ -43,13 +44,13 @@ type dialect struct {
 
 func dialects() []dialect {
 	return []dialect{
-		{"sqlite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
-		{"postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
+		{"sqlite", func(t testing.TB) jobs.SQLStore { return testdb.NewSQLite(t) }},
+		{"postgres", func(t testing.TB) jobs.SQLStore { return testdb.NewPostgres(t) }},
 	}
 }
 
 func postgresConfigured() bool {
-	return os.Getenv(jobstest.EnvPostgresDSN) != "" || os.Getenv(jobstest.EnvRequirePostgres) == "1"
+	return os.Getenv(testdb.EnvPostgresDSN) != "" || os.Getenv(testdb.EnvRequirePostgres) == "1"
 }
 
 // allDialects adds PostgreSQL behind PgBouncer in transaction pooling mode.
@@ -70,11 +71,11 @@ func retryStorage(n int, fn func() error) error {
 }
 
 // assertInvariants fails t if the store breaks an invariant.
-func assertInvariants(t testing.TB, s jobs.Store) *jobstest.Snapshot {
+func assertInvariants(t testing.TB, s jobs.Store) *invariant.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	snap, err := jobstest.TakeSnapshot(ctx, s)
+	snap, err := invariant.TakeSnapshot(ctx, s)
 	if err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
@@ -85,7 +86,7 @@ func assertInvariants(t testing.TB, s jobs.Store) *jobstest.Snapshot {
 }
 
 // watchTransitions snapshots s every interval while a heavy test runs and
-// checks, with jobstest.CheckTransitions, that nothing moved backwards or
+// checks, with invariant.CheckTransitions, that nothing moved backwards or
 // left a terminal state between one snapshot and the next, nor between the
 // last one and the end. Snapshots that fail for storage reasons (a test
 // that kills connections) are skipped. Call the returned function when the
@@ -108,23 +109,23 @@ func watchTransitions(t *testing.T, s jobs.Store, interval time.Duration) (stop 
 // timedViolation is a violation found between two snapshots, the first
 // begun at from and the second ended at to.
 type timedViolation struct {
-	jobstest.Violation
+	invariant.Violation
 	from, to time.Time
 }
 
 // watchSnapshots snapshots s every interval until stop is called, and once
 // more then, and compares each snapshot with the next with
-// jobstest.CheckTransitions. Snapshots that fail with ErrStorage are
+// invariant.CheckTransitions. Snapshots that fail with ErrStorage are
 // skipped; another error ends the watch. stop returns how many snapshots
 // were taken, the violations, and that error.
 func watchSnapshots(s jobs.Store, interval time.Duration) (stop func() (snapshots int, vs []timedViolation, err error)) {
 	type timed struct {
-		snap       *jobstest.Snapshot
+		snap       *invariant.Snapshot
 		start, end time.Time
 	}
 	take := func() (timed, error) {
 		start := time.Now()
-		snap, err := jobstest.TakeSnapshot(context.Background(), s)
+		snap, err := invariant.TakeSnapshot(context.Background(), s)
 		return timed{snap, start, time.Now()}, err
 	}
 	var prev *timed
@@ -132,7 +133,7 @@ func watchSnapshots(s jobs.Store, interval time.Duration) (stop func() (snapshot
 	taken := 0
 	compare := func(next timed) {
 		if prev != nil {
-			for _, v := range jobstest.CheckTransitions(prev.snap, next.snap) {
+			for _, v := range invariant.CheckTransitions(prev.snap, next.snap) {
 				violations = append(violations, timedViolation{v, prev.start, next.end})
 			}
 		}

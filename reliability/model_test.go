@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -69,7 +70,7 @@ type machine struct {
 	byKey    map[string]*modelJob
 	attempts []*modelAttempt
 	jobOf    map[*modelAttempt]*modelJob
-	prev     *jobstest.Snapshot
+	prev     *invariant.Snapshot
 	results  int
 }
 
@@ -286,7 +287,7 @@ func (s *machine) FailJob(t *rapid.T) {
 // Check compares the store with the model and runs the invariant checker
 // on this run's jobs, and the transition checker against the last step.
 func (s *machine) Check(t *rapid.T) {
-	snap := &jobstest.Snapshot{Attempts: map[string][]jobs.Attempt{}}
+	snap := &invariant.Snapshot{Attempts: map[string][]jobs.Attempt{}}
 	for _, mj := range s.jobs {
 		j, err := s.store.Job(s.ctx, mj.id)
 		if err != nil {
@@ -317,7 +318,7 @@ func (s *machine) Check(t *rapid.T) {
 		t.Errorf("invariant: %s", v)
 	}
 	if s.prev != nil {
-		for _, v := range jobstest.CheckTransitions(s.prev, snap) {
+		for _, v := range invariant.CheckTransitions(s.prev, snap) {
 			t.Errorf("transition: %s", v)
 		}
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
 // A test binary re-executed with envChildRole set runs a child's part
@@ -245,7 +245,7 @@ func TestManyProcesses(t *testing.T) {
 			var dsn string
 			var store jobs.SQLStore
 			if d.name == "postgres" {
-				dsn = jobstest.PostgresDSN(t)
+				dsn = testdb.PostgresDSN(t)
 				var err error
 				if store, err = jobs.OpenPostgres(context.Background(), dsn); err != nil {
 					t.Fatal(err)
@@ -254,7 +254,7 @@ func TestManyProcesses(t *testing.T) {
 				t.Cleanup(func() { store.Close() })
 			} else {
 				dsn = t.TempDir() + "/shared.db"
-				store = jobstest.NewSQLiteAt(t, dsn)
+				store = testdb.NewSQLiteAt(t, dsn)
 			}
 			base := seed(t)
 			iters := 6 * soak()

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -163,13 +164,13 @@ func (b *bouncer) allow(role string) error {
 
 // bouncerDSN returns the DSN, through the bouncer, of a new schema owned by
 // a new role whose search_path it is; both are dropped when t ends. It
-// skips or fails like jobstest.PostgresDSN when PostgreSQL is not
+// skips or fails like testdb.PostgresDSN when PostgreSQL is not
 // configured, and skips when PgBouncer is not installed.
 func bouncerDSN(t testing.TB) string {
 	t.Helper()
-	direct := jobstest.PostgresDSN(t) // skips without PostgreSQL
+	direct := testdb.PostgresDSN(t) // skips without PostgreSQL
 	if _, err := os.Stat(pgBouncerBin); err != nil {
-		if os.Getenv(jobstest.EnvRequirePostgres) == "1" {
+		if os.Getenv(testdb.EnvRequirePostgres) == "1" {
 			t.Fatalf("PgBouncer required in CI but %s is missing: run .ci/steps/30-pgbouncer.sh", pgBouncerBin)
 		}
 		t.Skipf("PgBouncer tests skipped: %s not installed (apt-get install pgbouncer)", pgBouncerBin)
@@ -374,7 +375,7 @@ func waitedJob(t *testing.T, m *jobs.Manager, key string) (complete func() (jobs
 func TestWaitThroughPgBouncerIsNotifiedWithListenDSN(t *testing.T) {
 	t.Parallel()
 	dsn := bouncerDSN(t)
-	s, err := jobs.OpenPostgres(context.Background(), dsn, jobs.ListenDSN(os.Getenv(jobstest.EnvPostgresDSN)))
+	s, err := jobs.OpenPostgres(context.Background(), dsn, jobs.ListenDSN(os.Getenv(testdb.EnvPostgresDSN)))
 	if err != nil {
 		t.Fatalf("open through pgbouncer with a direct ListenDSN: %v", err)
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -56,14 +57,14 @@ func runWorkload(ctx context.Context, m *jobs.Manager, workers, iters, keys int,
 func TestTerminatedBackends(t *testing.T) {
 	t.Parallel()
 	app := "jobs_reliability_" + strconv.FormatUint(rand.Uint64()%1e9, 10)
-	dsn := withParam(t, jobstest.PostgresDSN(t), "application_name", app)
+	dsn := withParam(t, testdb.PostgresDSN(t), "application_name", app)
 	store, err := jobs.OpenPostgres(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	store.DB().SetMaxOpenConns(6)
 	t.Cleanup(func() { store.Close() })
-	admin, err := sql.Open("pgx", os.Getenv(jobstest.EnvPostgresDSN))
+	admin, err := sql.Open("pgx", os.Getenv(testdb.EnvPostgresDSN))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,8 +173,8 @@ func freePort(t testing.TB) int {
 // with nothing duplicated, lost or completed twice.
 func TestPostgresRestart(t *testing.T) {
 	t.Parallel()
-	if os.Getenv(jobstest.EnvPostgresDSN) == "" && os.Getenv(jobstest.EnvRequirePostgres) != "1" {
-		t.Skip("PostgreSQL tests skipped: set " + jobstest.EnvPostgresDSN + " to run them (this one starts a private server)")
+	if os.Getenv(testdb.EnvPostgresDSN) == "" && os.Getenv(testdb.EnvRequirePostgres) != "1" {
+		t.Skip("PostgreSQL tests skipped: set " + testdb.EnvPostgresDSN + " to run them (this one starts a private server)")
 	}
 	dsn, stop, start := privatePostgres(t)
 	store, err := jobs.OpenPostgres(context.Background(), dsn)
@@ -215,7 +216,7 @@ func TestPostgresRestart(t *testing.T) {
 func sqliteFixture(t *testing.T) (path string, s jobs.SQLStore, m *jobs.Manager, j jobs.Job) {
 	t.Helper()
 	path = filepath.Join(t.TempDir(), "jobs.db")
-	s = jobstest.NewSQLiteAt(t, path)
+	s = testdb.NewSQLiteAt(t, path)
 	m = jobstest.NewManager(t, s, jobs.Options{})
 	j, _, err := m.Submit(context.Background(), submitReq("existing"))
 	if err != nil {

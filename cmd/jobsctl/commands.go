@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/invariant"
 )
 
 // show prints a job and its attempts as a timeline.
@@ -362,7 +362,7 @@ func (c *cli) check(ctx context.Context, args []string) error {
 		return err
 	}
 	return c.withStore(ctx, openChecked, func(ctx context.Context, s jobs.SQLStore, _ *jobs.Manager) error {
-		snap, err := jobstest.TakeSnapshot(ctx, s)
+		snap, err := invariant.TakeSnapshot(ctx, s)
 		if err != nil {
 			return err
 		}

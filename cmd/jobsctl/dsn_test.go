@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
 // JOBS_DSN takes every form --postgres takes, and SQLite as sqlite:PATH or
@@ -18,7 +18,7 @@ func TestJOBSDSNAcceptsWhatTheFlagsAccept(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "jobs.db")
-	jobstest.NewSQLiteAt(t, path)
+	testdb.NewSQLiteAt(t, path)
 	cwd, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
@@ -27,7 +27,7 @@ func TestJOBSDSNAcceptsWhatTheFlagsAccept(t *testing.T) {
 	if err != nil || !strings.HasPrefix(up, "../") {
 		t.Fatalf("no ../ path from %s to %s: %q, %v", cwd, path, up, err)
 	}
-	pgURL := jobstest.PostgresDSN(t) // a schema of its own, by search_path
+	pgURL := testdb.PostgresDSN(t) // a schema of its own, by search_path
 	pg, err := jobs.OpenPostgres(context.Background(), pgURL)
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -35,7 +37,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
-	code = jobstest.AfterTests(code)
+	code = testdb.AfterTests(code)
 	os.Exit(code)
 }
 
@@ -193,8 +195,8 @@ type database struct {
 // databases are the stores the CLI is tested on, one of each dialect.
 func databases(t *testing.T) []database {
 	path := filepath.Join(t.TempDir(), "jobs.db")
-	sqlite := jobstest.NewSQLiteAt(t, path)
-	dsn := jobstest.PostgresDSN(t)
+	sqlite := testdb.NewSQLiteAt(t, path)
+	dsn := testdb.PostgresDSN(t)
 	pg, err := jobs.OpenPostgres(context.Background(), dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -338,7 +340,7 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			r = jobsctl(t, nil, db.args("check")...)
 			r.want(t, 1, "failed-job-idle", j2.ID, "1 violations")
 			r = jobsctl(t, nil, db.args("check", "--json")...)
-			var rep struct{ Violations []jobstest.Violation }
+			var rep struct{ Violations []invariant.Violation }
 			if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || len(rep.Violations) != 1 || r.code != 1 {
 				t.Errorf("check --json = %+v, %v, exit %d", rep, err, r.code)
 			}
@@ -362,9 +364,9 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 func TestEnvironmentDSN(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "jobs.db")
-	jobstest.NewSQLiteAt(t, path)
+	testdb.NewSQLiteAt(t, path)
 	jobsctl(t, []string{"JOBS_DSN=sqlite:" + path}, "schema").want(t, 0, "up to date")
-	pg := []string{"JOBS_DSN=" + jobstest.PostgresDSN(t)}
+	pg := []string{"JOBS_DSN=" + testdb.PostgresDSN(t)}
 	// An empty database: no schema to look at until it is migrated.
 	jobsctl(t, pg, "check").wantError(t, 1, "see jobsctl schema")
 	jobsctl(t, pg, "schema").want(t, 1, "schema version 0", "behind: 0001_init.sql")
@@ -376,7 +378,7 @@ func TestEnvironmentDSN(t *testing.T) {
 func TestBadArgumentsAndUnreachableDatabases(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "jobs.db")
-	jobstest.NewSQLiteAt(t, path)
+	testdb.NewSQLiteAt(t, path)
 	missing := filepath.Join(t.TempDir(), "missing.db")
 	cases := []struct {
 		name string

@@ -3,7 +3,7 @@ package main
 import (
 	"testing"
 
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
 // The demo is part of the documentation: keep it running.
@@ -14,10 +14,10 @@ func TestDemoSQLite(t *testing.T) {
 }
 
 func TestDemoPostgres(t *testing.T) {
-	dsn := jobstest.PostgresDSN(t)
+	dsn := testdb.PostgresDSN(t)
 	if err := run("", dsn); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func TestMain(m *testing.M) { jobstest.Main(m) }
+func TestMain(m *testing.M) { testdb.Main(m) }

@@ -7,12 +7,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
 // The demo is part of the documentation: keep it running.
 func TestDemoPostgres(t *testing.T) {
-	dsn := jobstest.PostgresDSN(t)
+	dsn := testdb.PostgresDSN(t)
 	var out bytes.Buffer
 	if err := run(&out, dsn); err != nil {
 		t.Fatal(err)
@@ -24,7 +24,7 @@ func TestDemoPostgres(t *testing.T) {
 	}
 }
 
-func TestMain(m *testing.M) { jobstest.Main(m) }
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 func Example() {
 	if err := run(os.Stdout, ""); err != nil {

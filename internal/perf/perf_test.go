@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
 )
 
-func TestMain(m *testing.M) { jobstest.Main(m) }
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 // databases are the places a test opens contenders in: a SQLite file of
 // each one's own at both synchronous settings, and a PostgreSQL schema of
@@ -27,7 +27,7 @@ var databases = []struct {
 func newDatabase(t *testing.T, dialect, synchronous string) Database {
 	t.Helper()
 	if dialect == Postgres {
-		return Database{Dialect: Postgres, DSN: jobstest.PostgresDSN(t)}
+		return Database{Dialect: Postgres, DSN: testdb.PostgresDSN(t)}
 	}
 	return Database{Dialect: SQLite, DSN: filepath.Join(t.TempDir(), "bench.db"), Synchronous: synchronous}
 }

@@ -16,16 +16,17 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/examples/httpapi/app"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 )
 
-func TestMain(m *testing.M) { jobstest.Main(m) }
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 var keyInPage = regexp.MustCompile(`id="key" name="key" value="([^"]+)"`)
 
 func TestApp(t *testing.T) {
 	t.Parallel()
-	store := jobstest.NewSQLite(t)
+	store := testdb.NewSQLite(t)
 	m, err := jobs.New(store, jobs.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestApp(t *testing.T) {
 // client's bad credentials: 401, on the page's API as on curl's, and no job.
 func TestOverlongTokenIs401(t *testing.T) {
 	t.Parallel()
-	store := jobstest.NewSQLite(t)
+	store := testdb.NewSQLite(t)
 	m, err := jobs.New(store, jobs.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func TestOverlongTokenIs401(t *testing.T) {
 				method, resp.StatusCode, p.Code, err, resp.Header.Get("WWW-Authenticate"))
 		}
 	}
-	snap, err := jobstest.TakeSnapshot(context.Background(), store)
+	snap, err := invariant.TakeSnapshot(context.Background(), store)
 	if err != nil || len(snap.Jobs) != 0 {
 		t.Errorf("%d jobs written for refused credentials (%v); want none", len(snap.Jobs), err)
 	}
@@ -178,8 +179,8 @@ func TestBurstBeyondTheQueueAllSucceed(t *testing.T) {
 		name string
 		open func(testing.TB) jobs.SQLStore
 	}{
-		{"SQLite", func(t testing.TB) jobs.SQLStore { return jobstest.NewSQLite(t) }},
-		{"Postgres", func(t testing.TB) jobs.SQLStore { return jobstest.NewPostgres(t) }},
+		{"SQLite", func(t testing.TB) jobs.SQLStore { return testdb.NewSQLite(t) }},
+		{"Postgres", func(t testing.TB) jobs.SQLStore { return testdb.NewPostgres(t) }},
 	} {
 		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
@@ -255,7 +256,7 @@ func TestBurstBeyondTheQueueAllSucceed(t *testing.T) {
 				}
 			}
 			if open > 0 {
-				snap, _ := jobstest.TakeSnapshot(context.Background(), store)
+				snap, _ := invariant.TakeSnapshot(context.Background(), store)
 				states := map[jobs.JobState]int{}
 				for _, j := range snap.Jobs {
 					states[j.State]++

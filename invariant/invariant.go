@@ -1,4 +1,28 @@
-package jobstest
+// Package invariant checks that a jobs.Store holds what the package's
+// invariants allow, by reading everything in it: one job per owner and key,
+// one winner per job and that winner one of its own succeeded attempts, no
+// late result stored, at most one attempt in doubt, no open attempt on a
+// failed job, and the bookkeeping that goes with them (see Snapshot.Check
+// for the full list). CheckTransitions compares two readings of one store
+// and reports what moved in a way the state machines forbid.
+//
+// Run it after a test that drove a store hard, through faults
+// (package faultstore), kills or races:
+//
+//	violations, err := invariant.Check(ctx, store)
+//	for _, v := range violations {
+//		t.Errorf("invariant violated: %s", v)
+//	}
+//
+// Operators run the same check on a database with `jobsctl check`.
+//
+// A Snapshot is read page by page through Store.ListJobs and Store.Attempts,
+// not in one transaction, so Check is meant for a store whose writers have
+// stopped: a job written to between the read of its row and the read of its
+// attempts can look inconsistent. CheckTransitions looks at each job and
+// attempt on its own, and so also serves to compare snapshots taken one
+// after another while writers run.
+package invariant
 
 import (
 	"context"
@@ -8,18 +32,20 @@ import (
 	"github.com/intentjobs/jobs"
 )
 
-// Violation is one broken invariant found by CheckInvariants.
+// Violation is one broken invariant.
 type Violation struct {
 	Rule   string // short name, e.g. "one-job-per-key"
 	JobID  string
 	Detail string
 }
 
+// String formats v as "rule: job ID: detail".
 func (v Violation) String() string {
 	return fmt.Sprintf("%s: job %s: %s", v.Rule, v.JobID, v.Detail)
 }
 
-// Snapshot is everything a store holds, read through jobs.Lister.
+// Snapshot is everything a store holds: its jobs in ID order, and each
+// job's attempts.
 type Snapshot struct {
 	Jobs     []jobs.Job
 	Attempts map[string][]jobs.Attempt // by job ID
@@ -27,11 +53,10 @@ type Snapshot struct {
 
 // TakeSnapshot reads every job and attempt of s.
 func TakeSnapshot(ctx context.Context, s jobs.Store) (*Snapshot, error) {
-	l := s
 	snap := &Snapshot{Attempts: map[string][]jobs.Attempt{}}
 	after := ""
 	for {
-		page, err := l.ListJobs(ctx, after, 500)
+		page, err := s.ListJobs(ctx, after, 500)
 		if err != nil {
 			return nil, err
 		}
@@ -51,9 +76,9 @@ func TakeSnapshot(ctx context.Context, s jobs.Store) (*Snapshot, error) {
 	return snap, nil
 }
 
-// CheckInvariants reads s (see TakeSnapshot) and reports every violation of
-// the package's invariants found in it. An empty result means none.
-func CheckInvariants(ctx context.Context, s jobs.Store) ([]Violation, error) {
+// Check reads s (see TakeSnapshot) and reports every violation of the
+// invariants found in it (see Snapshot.Check). An empty result means none.
+func Check(ctx context.Context, s jobs.Store) ([]Violation, error) {
 	snap, err := TakeSnapshot(ctx, s)
 	if err != nil {
 		return nil, err

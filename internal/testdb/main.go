@@ -1,4 +1,4 @@
-package jobstest
+package testdb
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 // Main runs a package's tests, releases what this package keeps between
 // tests, and fails the run if a goroutine leaked. Use it as TestMain:
 //
-//	func TestMain(m *testing.M) { jobstest.Main(m) }
+//	func TestMain(m *testing.M) { testdb.Main(m) }
 func Main(m *testing.M) {
 	os.Exit(AfterTests(m.Run()))
 }

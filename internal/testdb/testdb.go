@@ -1,4 +1,13 @@
-package jobstest
+// Package testdb gives this repository's tests real databases: a new SQLite
+// file per test, and a fresh PostgreSQL schema per test in the database
+// named by JOBS_TEST_POSTGRES_DSN, each cleaned up when its test ends. Main
+// (or AfterTests) is every test package's TestMain: it releases the pool
+// that creates and drops schemas, then fails the run if a goroutine leaked.
+//
+// Without JOBS_TEST_POSTGRES_DSN the PostgreSQL tests skip with a message
+// naming it; with JOBS_TEST_REQUIRE_POSTGRES=1, as in CI, a missing or
+// unreachable PostgreSQL fails them instead.
+package testdb
 
 import (
 	"context"
@@ -11,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for creating and dropping schemas
 
 	"github.com/intentjobs/jobs"
 )

@@ -1,4 +1,4 @@
-package reliability_test
+package invariant_test
 
 import (
 	"context"
@@ -8,15 +8,16 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 )
 
 // healthySnapshot builds a real store with a job of every shape and returns
 // its snapshot, which must have no violation.
-func healthySnapshot(t *testing.T) *jobstest.Snapshot {
+func healthySnapshot(t *testing.T) *invariant.Snapshot {
 	t.Helper()
 	ctx := context.Background()
-	s := jobstest.NewSQLite(t)
+	s := testdb.NewSQLite(t)
 	m, err := jobs.New(s, jobs.Options{Hedging: true})
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +68,7 @@ func healthySnapshot(t *testing.T) *jobstest.Snapshot {
 	a = start(j)
 	must(m.MarkRunning(ctx, a.ID, "r"))
 
-	snap, err := jobstest.TakeSnapshot(ctx, s)
+	snap, err := invariant.TakeSnapshot(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +78,8 @@ func healthySnapshot(t *testing.T) *jobstest.Snapshot {
 	return snap
 }
 
-func clone(s *jobstest.Snapshot) *jobstest.Snapshot {
-	out := &jobstest.Snapshot{Jobs: slices.Clone(s.Jobs), Attempts: map[string][]jobs.Attempt{}}
+func clone(s *invariant.Snapshot) *invariant.Snapshot {
+	out := &invariant.Snapshot{Jobs: slices.Clone(s.Jobs), Attempts: map[string][]jobs.Attempt{}}
 	for id, as := range s.Attempts {
 		out.Attempts[id] = slices.Clone(as)
 	}
@@ -86,7 +87,7 @@ func clone(s *jobstest.Snapshot) *jobstest.Snapshot {
 }
 
 // find returns the index of the job with the given key, and its attempts.
-func find(t *testing.T, s *jobstest.Snapshot, key string) (int, []jobs.Attempt) {
+func find(t *testing.T, s *invariant.Snapshot, key string) (int, []jobs.Attempt) {
 	t.Helper()
 	for i, j := range s.Jobs {
 		if j.Key == key {
@@ -106,32 +107,32 @@ func TestCheckerCatchesCorruption(t *testing.T) {
 	tests := []struct {
 		name    string
 		rule    string
-		corrupt func(t *testing.T, s *jobstest.Snapshot)
+		corrupt func(t *testing.T, s *invariant.Snapshot)
 	}{
-		{"duplicate job for a key", "one-job-per-key", func(t *testing.T, s *jobstest.Snapshot) {
+		{"duplicate job for a key", "one-job-per-key", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "pending")
 			dup := s.Jobs[i]
 			dup.ID = "job_DUPLICATE"
 			s.Jobs = append(s.Jobs, dup)
 		}},
-		{"winner is not one of its attempts", "winner-is-attempt", func(t *testing.T, s *jobstest.Snapshot) {
+		{"winner is not one of its attempts", "winner-is-attempt", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "succeeded")
 			s.Jobs[i].CompletedBy = "att_SOMEONE_ELSE"
 		}},
-		{"two succeeded attempts", "one-winner", func(t *testing.T, s *jobstest.Snapshot) {
+		{"two succeeded attempts", "one-winner", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "succeeded")
 			as[0].State = jobs.AttemptSucceeded
 			s.Attempts[s.Jobs[i].ID] = as
 		}},
-		{"late result stored on a cancelled job", "no-late-result", func(t *testing.T, s *jobstest.Snapshot) {
+		{"late result stored on a cancelled job", "no-late-result", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "cancelled")
 			s.Jobs[i].Result = json.RawMessage(`{"late":true}`)
 		}},
-		{"succeeded without result", "winner-result", func(t *testing.T, s *jobstest.Snapshot) {
+		{"succeeded without result", "winner-result", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "succeeded")
 			s.Jobs[i].Result = nil
 		}},
-		{"two attempts in doubt", "one-in-doubt", func(t *testing.T, s *jobstest.Snapshot) {
+		{"two attempts in doubt", "one-in-doubt", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "running")
 			as[0].State = jobs.AttemptUnknown
 			extra := as[0]
@@ -139,38 +140,38 @@ func TestCheckerCatchesCorruption(t *testing.T) {
 			s.Attempts[s.Jobs[i].ID] = append(as, extra)
 			s.Jobs[i].Attempts = 2
 		}},
-		{"failed job with an open attempt", "failed-job-idle", func(t *testing.T, s *jobstest.Snapshot) {
+		{"failed job with an open attempt", "failed-job-idle", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "failed")
 			as[0].State, as[0].FinishedAt = jobs.AttemptRunning, time.Time{}
 			s.Attempts[s.Jobs[i].ID] = as
 		}},
-		{"lost without a winner", "lost-to-a-winner", func(t *testing.T, s *jobstest.Snapshot) {
+		{"lost without a winner", "lost-to-a-winner", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "running")
 			as[0].State, as[0].FinishedAt = jobs.AttemptLost, time.Now()
 			s.Attempts[s.Jobs[i].ID] = as
 		}},
-		{"attempt count drift", "attempt-count", func(t *testing.T, s *jobstest.Snapshot) {
+		{"attempt count drift", "attempt-count", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "running")
 			s.Jobs[i].Attempts = 5
 		}},
-		{"attempt seq gap", "attempt-seq", func(t *testing.T, s *jobstest.Snapshot) {
+		{"attempt seq gap", "attempt-seq", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "succeeded")
 			as[1].Seq = 3
 			s.Attempts[s.Jobs[i].ID] = as
 		}},
-		{"invalid state", "valid-state", func(t *testing.T, s *jobstest.Snapshot) {
+		{"invalid state", "valid-state", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "pending")
 			s.Jobs[i].State = "exploded"
 		}},
-		{"pending job with an attempt", "pending-has-no-attempt", func(t *testing.T, s *jobstest.Snapshot) {
+		{"pending job with an attempt", "pending-has-no-attempt", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "running")
 			s.Jobs[i].State = jobs.JobPending
 		}},
-		{"terminal job never closed", "closed-at", func(t *testing.T, s *jobstest.Snapshot) {
+		{"terminal job never closed", "closed-at", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "failed")
 			s.Jobs[i].ClosedAt = time.Time{}
 		}},
-		{"base version from the future", "base-version", func(t *testing.T, s *jobstest.Snapshot) {
+		{"base version from the future", "base-version", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "running")
 			as[0].BaseVersion = 99
 			s.Attempts[s.Jobs[i].ID] = as
@@ -182,7 +183,7 @@ func TestCheckerCatchesCorruption(t *testing.T) {
 			s := clone(healthy)
 			tt.corrupt(t, s)
 			got := s.Check()
-			if !slices.ContainsFunc(got, func(v jobstest.Violation) bool { return v.Rule == tt.rule }) {
+			if !slices.ContainsFunc(got, func(v invariant.Violation) bool { return v.Rule == tt.rule }) {
 				t.Errorf("rule %s did not fire; got %v", tt.rule, got)
 			}
 		})
@@ -194,46 +195,46 @@ func TestCheckerCatchesCorruption(t *testing.T) {
 func TestCheckTransitionsCatchesChanges(t *testing.T) {
 	t.Parallel()
 	before := healthySnapshot(t)
-	if v := jobstest.CheckTransitions(before, before); len(v) != 0 {
+	if v := invariant.CheckTransitions(before, before); len(v) != 0 {
 		t.Fatalf("unchanged snapshot reported: %v", v)
 	}
 	tests := []struct {
 		name    string
 		rule    string
-		corrupt func(t *testing.T, s *jobstest.Snapshot)
+		corrupt func(t *testing.T, s *invariant.Snapshot)
 	}{
-		{"terminal job reopened", "terminal-is-final", func(t *testing.T, s *jobstest.Snapshot) {
+		{"terminal job reopened", "terminal-is-final", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "cancelled")
 			s.Jobs[i].State = jobs.JobRunning
 		}},
-		{"result replaced", "terminal-is-final", func(t *testing.T, s *jobstest.Snapshot) {
+		{"result replaced", "terminal-is-final", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "succeeded")
 			s.Jobs[i].Result = json.RawMessage(`{"other":1}`)
 		}},
-		{"terminal attempt changed", "terminal-is-final", func(t *testing.T, s *jobstest.Snapshot) {
+		{"terminal attempt changed", "terminal-is-final", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "failed")
 			as[0].State = jobs.AttemptSucceeded
 			s.Attempts[s.Jobs[i].ID] = as
 		}},
-		{"open job disappeared", "no-lost-job", func(t *testing.T, s *jobstest.Snapshot) {
+		{"open job disappeared", "no-lost-job", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "pending")
 			s.Jobs = slices.Delete(s.Jobs, i, i+1)
 		}},
-		{"attempt disappeared", "no-lost-attempt", func(t *testing.T, s *jobstest.Snapshot) {
+		{"attempt disappeared", "no-lost-attempt", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "running")
 			s.Attempts[s.Jobs[i].ID] = nil
 		}},
-		{"running went back to starting", "legal-transition", func(t *testing.T, s *jobstest.Snapshot) {
+		{"running went back to starting", "legal-transition", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "running")
 			as[0].State = jobs.AttemptStarting
 			s.Attempts[s.Jobs[i].ID] = as
 		}},
-		{"provider reference replaced", "reference-is-final", func(t *testing.T, s *jobstest.Snapshot) {
+		{"provider reference replaced", "reference-is-final", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "running")
 			as[0].ProviderRef = "another"
 			s.Attempts[s.Jobs[i].ID] = as
 		}},
-		{"version went back", "version-grows", func(t *testing.T, s *jobstest.Snapshot) {
+		{"version went back", "version-grows", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "running")
 			s.Jobs[i].Version = 0
 		}},
@@ -243,8 +244,8 @@ func TestCheckTransitionsCatchesChanges(t *testing.T) {
 			t.Parallel()
 			after := clone(before)
 			tt.corrupt(t, after)
-			got := jobstest.CheckTransitions(before, after)
-			if !slices.ContainsFunc(got, func(v jobstest.Violation) bool { return v.Rule == tt.rule }) {
+			got := invariant.CheckTransitions(before, after)
+			if !slices.ContainsFunc(got, func(v invariant.Violation) bool { return v.Rule == tt.rule }) {
 				t.Errorf("rule %s did not fire; got %v", tt.rule, got)
 			}
 		})
