@@ -13,7 +13,7 @@
 //	store, err := jobs.OpenSQLite(ctx, "jobs.db") // or jobs.OpenPostgres(ctx, dsn)
 //	if err != nil { … }
 //	defer store.Close()
-//	m := jobs.New(store, jobs.Options{})
+//	m, err := jobs.New(store, jobs.Options{})
 //
 //	// In the HTTP handler: the same key always yields the same job.
 //	job, created, err := m.Submit(ctx, jobs.SubmitRequest{
@@ -107,13 +107,22 @@
 //
 // [OpenSQLite] and [OpenPostgres] open a database and apply the schema;
 // [NewSQLiteStore] and [NewPostgresStore] (and their SQLX variants) wrap a
-// handle the caller already has. The schema ships as plain SQL through
-// [Migrations] for migration tools. [Store] is small enough to implement for
-// another database; package jobstest holds the conformance suite every
-// store runs.
+// handle the caller already has. Both stores satisfy [SQLStore]. The schema
+// ships as plain SQL through [Migrations] for migration tools.
 //
-// The SQLite store needs cgo (github.com/mattn/go-sqlite3). Built with
-// CGO_ENABLED=0 the package still compiles and the PostgreSQL store works;
+// [Store] is the whole contract between the Manager and a database, on one
+// page (store.go): the Manager validates, fingerprints and runs the state
+// machines, and a store only persists, enforcing the invariants atomically.
+// Each SQL dialect lives in one file, store_postgres.go and store_sqlite.go,
+// with the compare-and-swap of both side by side in cas.go. Package memstore
+// is an in-memory reference store for unit tests and for authors of other
+// stores, package jobstest the conformance suite every store runs, package
+// faultstore a wrapper that injects faults, and package invariant the
+// checker of a store's rows.
+//
+// OpenSQLite needs cgo (github.com/mattn/go-sqlite3). Built with
+// CGO_ENABLED=0 the package still compiles, the PostgreSQL store works, and
+// NewSQLiteStore serves a database opened with a pure-Go SQLite driver;
 // OpenSQLite then returns an error.
 //
 // SQLite has one write lock per database. The writers of stores opened with
@@ -140,7 +149,7 @@
 // Complete runs it before the compare-and-swap. A result that fails it marks
 // the attempt failed, never reaches the job, and returns ErrContractViolation:
 //
-//	m := jobs.New(store, jobs.Options{Contracts: map[string]jobs.Contract{
+//	m, err := jobs.New(store, jobs.Options{Contracts: map[string]jobs.Contract{
 //		"summarize": {Version: "v1", Validate: checkSummary}}})
 //
 // Verification. A provider other than the job's target is used for a kind
@@ -296,5 +305,5 @@
 // into OpenTelemetry metrics and spans:
 //
 //	obs, err := jobsotel.New()
-//	m := jobs.New(store, jobs.Options{Observer: obs})
+//	m, err := jobs.New(store, jobs.Options{Observer: obs})
 package jobs

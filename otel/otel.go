@@ -4,7 +4,7 @@
 //
 //	obs, err := jobsotel.New() // the global MeterProvider and TracerProvider
 //	if err != nil { … }
-//	m := jobs.New(store, jobs.Options{Observer: obs})
+//	m, err := jobs.New(store, jobs.Options{Observer: obs})
 //
 // Metrics (attributes in brackets):
 //
