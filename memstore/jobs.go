@@ -1,0 +1,157 @@
+package memstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/intentjobs/jobs"
+)
+
+// CreateJob implements jobs.Store.
+func (s *Store) CreateJob(ctx context.Context, j jobs.Job) (jobs.Job, bool, error) {
+	if err := checkJSON("Params", j.Params); err != nil {
+		return jobs.Job{}, false, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return jobs.Job{}, false, err
+	}
+	defer s.mu.Unlock()
+
+	// One job per (Owner, Key): a later call gets the job that exists,
+	// whatever it asks for (the Manager compares fingerprints), and
+	// writes nothing.
+	if existing, ok := s.keys[ownerKey{j.Owner, j.Key}]; ok {
+		return existing.export(), false, nil
+	}
+	if err := checkNewID("ID", j.ID, s.jobs[j.ID] != nil); err != nil {
+		return jobs.Job{}, false, err
+	}
+	// A new job is pending at version 1, whatever else j says.
+	stored := &job{Job: jobs.Job{
+		ID:          j.ID,
+		Owner:       j.Owner,
+		Key:         j.Key,
+		Kind:        j.Kind,
+		Provider:    j.Provider,
+		Params:      slices.Clone(j.Params),
+		Fingerprint: j.Fingerprint,
+		State:       jobs.JobPending,
+		Version:     1,
+		CreatedAt:   j.CreatedAt,
+		UpdatedAt:   j.CreatedAt,
+	}}
+	s.jobs[j.ID] = stored
+	s.keys[ownerKey{j.Owner, j.Key}] = stored
+	i, _ := slices.BinarySearch(s.ids, j.ID)
+	s.ids = slices.Insert(s.ids, i, j.ID)
+	return stored.export(), true, nil
+}
+
+// CreateJobTx implements jobs.Store. A memory store has no transaction of
+// the caller's to write in: it returns an error matching
+// errors.ErrUnsupported, and writes nothing.
+func (s *Store) CreateJobTx(context.Context, jobs.DBTX, jobs.Job) (jobs.Job, bool, error) {
+	return jobs.Job{}, false, fmt.Errorf("memstore: a job cannot be created in a transaction of the caller's: %w", errors.ErrUnsupported)
+}
+
+// Job implements jobs.Store.
+func (s *Store) Job(ctx context.Context, id string) (jobs.Job, error) {
+	if err := s.lock(ctx); err != nil {
+		return jobs.Job{}, err
+	}
+	defer s.mu.Unlock()
+	j, err := s.findJob(id)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	return j.export(), nil
+}
+
+// JobByKey implements jobs.Store.
+func (s *Store) JobByKey(ctx context.Context, owner, key string) (jobs.Job, error) {
+	if err := s.lock(ctx); err != nil {
+		return jobs.Job{}, err
+	}
+	defer s.mu.Unlock()
+	j, ok := s.keys[ownerKey{owner, key}]
+	if !ok {
+		return jobs.Job{}, fmt.Errorf("memstore: no job for this owner and key: %w", jobs.ErrNotFound)
+	}
+	return j.export(), nil
+}
+
+// ListJobs implements jobs.Store. A limit of zero or less lists nothing.
+func (s *Store) ListJobs(ctx context.Context, afterID string, limit int) ([]jobs.Job, error) {
+	if err := s.lock(ctx); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	i, found := slices.BinarySearch(s.ids, afterID)
+	if found {
+		i++ // strictly after afterID
+	}
+	var out []jobs.Job
+	for _, id := range s.ids[i:] {
+		if len(out) >= limit {
+			break
+		}
+		out = append(out, s.jobs[id].export())
+	}
+	return out, nil
+}
+
+// CloseJob implements jobs.Store.
+func (s *Store) CloseJob(ctx context.Context, c jobs.JobClose) (jobs.Job, error) {
+	if c.To != jobs.JobFailed && c.To != jobs.JobCancelled {
+		return jobs.Job{}, &jobs.InputError{Field: "To", Problem: fmt.Sprintf("%q: a job is closed as failed or cancelled", c.To)}
+	}
+	if err := s.lock(ctx); err != nil {
+		return jobs.Job{}, err
+	}
+	defer s.mu.Unlock()
+	j, err := s.findJob(c.ID)
+	if err != nil {
+		return jobs.Job{}, err
+	}
+	// A terminal job never changes again.
+	if j.State.Terminal() {
+		return jobs.Job{}, &jobs.JobClosedError{JobID: j.ID, State: j.State}
+	}
+	// Giving up is refused while any attempt is open: its provider may
+	// still deliver. Cancelling is the override, and leaves the attempts
+	// as they are.
+	if c.To == jobs.JobFailed {
+		if b := j.blocker(false); b != nil {
+			return jobs.Job{}, b.inFlight()
+		}
+	}
+	j.State = c.To
+	j.Version++ // closing changes the job's outcome
+	j.Reason = c.Reason
+	j.UpdatedAt = c.At
+	j.ClosedAt = c.At
+	s.wake(j.ID)
+	return j.export(), nil
+}
+
+// blocker returns the attempt that stands in the way of a new attempt, or
+// of giving the job up: one in doubt (starting or unknown) first, then a
+// running one, unless hedge allows running ones.
+func (j *job) blocker(hedge bool) *attempt {
+	for _, a := range j.tries {
+		if a.State.InDoubt() {
+			return a
+		}
+	}
+	if hedge {
+		return nil
+	}
+	for _, a := range j.tries {
+		if a.State == jobs.AttemptRunning {
+			return a
+		}
+	}
+	return nil
+}
