@@ -4,11 +4,12 @@ import (
 	"testing"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 	"github.com/intentjobs/jobs/memstore"
 )
 
-func TestMain(m *testing.M) { jobstest.Main(m) }
+func TestMain(m *testing.M) { testdb.Main(m) }
 
 // TestConformance proves the store with the suite every store runs.
 func TestConformance(t *testing.T) {

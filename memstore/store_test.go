@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 	"github.com/intentjobs/jobs/memstore"
 )
@@ -80,7 +81,7 @@ func (f *fixture) submit(t *testing.T, key string) jobs.Job {
 // contents is everything the store holds: jobs, attempts, verifications,
 // and (through StaleAttempts) which attempts are claimed until when.
 type contents struct {
-	Snapshot      *jobstest.Snapshot
+	Snapshot      *invariant.Snapshot
 	Verifications []jobs.Verification
 	Unclaimed     map[time.Duration][]jobs.Attempt // open attempts not claimed beyond now plus the key
 }
@@ -88,7 +89,7 @@ type contents struct {
 func (f *fixture) contents(t *testing.T) contents {
 	t.Helper()
 	ctx := context.Background()
-	snap, err := jobstest.TakeSnapshot(ctx, f.s)
+	snap, err := invariant.TakeSnapshot(ctx, f.s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 	"github.com/intentjobs/jobs/memstore"
 )
@@ -43,10 +45,10 @@ func TestAnswersAsTheSQLStores(t *testing.T) {
 	}
 	for _, sql := range []struct {
 		name string
-		open func(t *testing.T) *jobs.SQLStore
+		open func(t *testing.T) jobs.SQLStore
 	}{
-		{"sqlite", func(t *testing.T) *jobs.SQLStore { return jobstest.NewSQLiteAt(t, ":memory:") }},
-		{"postgres", func(t *testing.T) *jobs.SQLStore { return jobstest.NewPostgres(t) }},
+		{"sqlite", func(t *testing.T) jobs.SQLStore { return testdb.NewSQLiteAt(t, ":memory:") }},
+		{"postgres", func(t *testing.T) jobs.SQLStore { return testdb.NewPostgres(t) }},
 	} {
 		t.Run(sql.name, func(t *testing.T) {
 			t.Parallel()
@@ -65,7 +67,7 @@ func TestAnswersAsTheSQLStores(t *testing.T) {
 
 // empty deletes everything the SQL store holds, so that each run starts
 // from an empty store as the memory store does.
-func empty(t *testing.T, s *jobs.SQLStore) {
+func empty(t *testing.T, s jobs.SQLStore) {
 	t.Helper()
 	for _, table := range []string{"job_attempts", "jobs", "job_verifications"} {
 		if _, err := s.DB().ExecContext(context.Background(), "DELETE FROM "+table); err != nil {
@@ -83,10 +85,10 @@ type twin struct {
 	clock *jobstest.Clock
 	sides [2]*side // the memory store, then the SQL store
 
-	keys   []string           // the keys submitted so far
-	claims []claim            // the claims taken so far
-	log    []string           // the steps made so far, for the report of a failure
-	prev   *jobstest.Snapshot // the memory store after the last step
+	keys   []string            // the keys submitted so far
+	claims []claim             // the claims taken so far
+	log    []string            // the steps made so far, for the report of a failure
+	prev   *invariant.Snapshot // the memory store after the last step
 }
 
 // claim is a claim taken on the attempt of rank attempt.
@@ -551,9 +553,9 @@ func (w *twin) ReconcilerWrite() {
 // check compares everything the two stores hold, and holds the memory
 // store to the invariants.
 func (w *twin) check() {
-	var snap *jobstest.Snapshot
+	var snap *invariant.Snapshot
 	w.compare("the stored jobs and attempts", func(s *side) (any, error) {
-		sn, err := jobstest.TakeSnapshot(w.ctx, s.store)
+		sn, err := invariant.TakeSnapshot(w.ctx, s.store)
 		if err != nil {
 			return nil, err
 		}
@@ -576,7 +578,7 @@ func (w *twin) check() {
 		w.t.Errorf("memstore: invariant violated: %s", v)
 	}
 	if w.prev != nil {
-		for _, v := range jobstest.CheckTransitions(w.prev, snap) {
+		for _, v := range invariant.CheckTransitions(w.prev, snap) {
 			w.t.Errorf("memstore: %s", v)
 		}
 	}
