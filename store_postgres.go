@@ -101,7 +101,6 @@ func (s *PostgresStore) migrate(ctx context.Context) error {
 		dialect: "postgres",
 		begin:   "BEGIN",
 		lock:    `SELECT pg_advisory_xact_lock(hashtext('jobs.migrate.' || current_schema()))`,
-		record:  `INSERT INTO jobs_schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
 	})
 }
 
