@@ -279,34 +279,59 @@ SELECT (SELECT COUNT(*) FROM dj), (SELECT COUNT(*) FROM da)`
 
 // CreateJob implements Store.
 func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
-	return s.createJob(ctx, s.db, j)
+	return s.createJob(ctx, rowsOf(s.db), j)
 }
 
 // CreateJobTx implements Store. It runs each statement once: PostgreSQL
 // aborts the caller's transaction on a serialization failure or a
 // deadlock, which are returned as a StorageError of kind StorageConflict.
 func (s *PostgresStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, bool, error) {
-	got, created, err := s.createJob(ctx, tx, j)
+	got, created, err := s.createJob(ctx, rowsOf(tx), j)
 	return got, created, inCallerTx(err)
 }
 
-func (s *PostgresStore) createJob(ctx context.Context, q DBTX, j Job) (Job, bool, error) {
+// CreateJobPgxTx implements PgxTxStore: CreateJobTx in a pgx transaction,
+// with the same statements.
+func (s *PostgresStore) CreateJobPgxTx(ctx context.Context, tx pgx.Tx, j Job) (Job, bool, error) {
+	got, created, err := s.createJob(ctx, pgxRowsOf(tx), j)
+	return got, created, inCallerTx(err)
+}
+
+func (s *PostgresStore) createJob(ctx context.Context, queryRow rowQuerier, j Job) (Job, bool, error) {
 	for range maxRetries {
 		var created bool
-		got, err := scanJobAnd(q.QueryRowContext(ctx, pgCreateJob,
+		got, err := scanJobAnd(queryRow(ctx, pgCreateJob,
 			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt), &created)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return got, created, s.interpret("create job", err)
 		}
 		// A duplicate whose row the statement could not see: it committed
 		// after the statement began. A new statement sees it.
-		got, err = queryOne(ctx, q, s, "get job by key", errNoJobForKey, scanJob, pgJobByKey, j.Owner, j.Key)
-		if !errors.Is(err, ErrNotFound) {
-			return got, false, err
+		got, err = scanJob(queryRow(ctx, pgJobByKey, j.Owner, j.Key))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return got, false, s.interpret("get job by key", err)
 		}
 		// Deleted in between (retention): insert again.
 	}
 	return Job{}, false, errKeptChanging("create job")
+}
+
+// rowQuerier runs a query that returns at most one row, through
+// database/sql or through pgx.
+type rowQuerier func(ctx context.Context, query string, args ...any) scanner
+
+func rowsOf(q DBTX) rowQuerier {
+	return func(ctx context.Context, query string, args ...any) scanner {
+		return q.QueryRowContext(ctx, query, args...)
+	}
+}
+
+// pgxRowsOf reads through tx. A pgx row that is not there fails its Scan
+// with pgx.ErrNoRows, which matches sql.ErrNoRows.
+func pgxRowsOf(tx pgx.Tx) rowQuerier {
+	return func(ctx context.Context, query string, args ...any) scanner {
+		return tx.QueryRow(ctx, query, args...)
+	}
 }
 
 // Job implements Store.
