@@ -107,14 +107,19 @@
 //
 // [OpenSQLite] and [OpenPostgres] open a database and apply the schema;
 // [NewSQLiteStore] and [NewPostgresStore] (and their SQLX variants) wrap a
-// handle the caller already has. The schema ships as plain SQL through
-// [Migrations] for migration tools. [Store] is small enough to implement for
-// another database; package jobstest holds the conformance suite every
+// handle the caller already has; over stdlib.OpenDBFromPool(pool) the
+// PostgreSQL store shares an application's pgxpool. [Manager.SubmitTx]
+// submits inside the caller's *sql.Tx, [Manager.SubmitPgxTx] inside a
+// pgx.Tx. The schema ships as plain SQL through [Migrations] and
+// [MigrationsFor] for migration tools. [Store] is small enough to implement
+// for another database; package jobstest holds the conformance suite every
 // store runs.
 //
-// The SQLite store needs cgo (github.com/mattn/go-sqlite3). Built with
-// CGO_ENABLED=0 the package still compiles and the PostgreSQL store works;
-// OpenSQLite then returns an error.
+// OpenSQLite needs cgo (github.com/mattn/go-sqlite3). Built with
+// CGO_ENABLED=0 the package still compiles, the PostgreSQL store works,
+// and NewSQLiteStore serves a database opened with a pure-Go driver such as
+// modernc.org/sqlite (tested with the whole conformance suite); OpenSQLite
+// then returns an error.
 //
 // SQLite has one write lock per database. The writers of stores opened with
 // OpenSQLite wait for it in a queue, first come, first served within a
@@ -282,7 +287,10 @@
 // once. A database whose schema is newer than the library is refused with
 // an error matching ErrStorage whose StorageError has Kind StorageSchema.
 // With your own migration tool, apply the files and open with
-// [SkipMigrations], which only checks the version.
+// [SkipMigrations], which only checks the version: each file records its
+// own version in jobs_schema_migrations, whoever runs it. goose reads the
+// files of [Migrations] as they are; golang-migrate those of
+// MigrationsFor(dialect, GolangMigrate). There are no down migrations.
 //
 // # Observability
 //
