@@ -21,14 +21,16 @@ var (
 
 // Open implements fs.FS.
 func (m memFS) Open(name string) (fs.File, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid}
+	}
 	if name == "." {
 		entries, _ := m.ReadDir(".")
 		return &memDir{info: memInfo{name: ".", dir: true}, entries: entries}, nil
 	}
-	b, err := m.ReadFile(name)
-	if err != nil {
-		err.(*fs.PathError).Op = "open"
-		return nil, err
+	b, ok := m[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrNotExist}
 	}
 	return &memFile{Reader: bytes.NewReader(b), info: memInfo{name: name, size: int64(len(b))}}, nil
 }
@@ -36,10 +38,10 @@ func (m memFS) Open(name string) (fs.File, error) {
 // ReadFile implements fs.ReadFileFS.
 func (m memFS) ReadFile(name string) ([]byte, error) {
 	b, ok := m[name]
-	if !ok || !fs.ValidPath(name) {
+	if !ok {
 		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrNotExist}
 	}
-	return slices.Clone(b), nil
+	return slices.Clone(b), nil // the caller may change it
 }
 
 // ReadDir implements fs.ReadDirFS: the files in name order.
