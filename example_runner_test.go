@@ -86,22 +86,25 @@ func ExampleManager_Wait() {
 		Provider: "acme", Params: json.RawMessage(`{"amount":1200}`)})
 
 	// Nobody works on the job yet: Wait gives up with the caller's
-	// context, and returns the job as last read.
+	// context (and returns the job as it last read it, for the answer).
 	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-	j, err := m.Wait(short, job.ID)
+	_, err = m.Wait(short, job.ID)
 	cancel()
-	fmt.Println(j.State, errors.Is(err, context.DeadlineExceeded))
+	fmt.Println("gave up:", errors.Is(err, context.DeadlineExceeded))
 
 	// A worker, elsewhere, runs the job.
+	worker := make(chan struct{})
 	go func() {
+		defer close(worker)
 		a, _ := m.StartAttempt(ctx, job.ID, "")
 		m.MarkRunning(ctx, a.ID, "ch_123")
 		m.Complete(ctx, a.ID, json.RawMessage(`{"charged":1200}`))
 	}()
-	j, err = m.Wait(ctx, job.ID)
+	j, err := m.Wait(ctx, job.ID)
 	fmt.Println(j.State, string(j.Result), err)
+	<-worker
 	// Output:
-	// pending true
+	// gave up: true
 	// succeeded {"charged":1200} <nil>
 }
 
