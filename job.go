@@ -85,8 +85,9 @@ func (m *Manager) Submit(ctx context.Context, req SubmitRequest) (Job, bool, err
 }
 
 // SubmitTx is Submit inside the caller's own transaction (a *sql.Tx or
-// *sqlx.Tx on the store's database): the job exists only if tx commits, so it
-// can be written together with the caller's own rows. A store that cannot
+// *sqlx.Tx on the store's database; for a pgx.Tx, see SubmitPgxTx): the job
+// exists only if tx commits, so it can be written together with the
+// caller's own rows. A store that cannot
 // write in a caller's transaction (memstore) returns an error matching
 // errors.ErrUnsupported.
 //

@@ -58,10 +58,10 @@ const (
 // files named for a migration tool (see MigrationLayout), each holding the
 // same SQL as in Migrations.
 //
-// There are no down migrations. The schema only grows, and undoing it
-// would drop the jobs that bind idempotency keys to their outcome, after
-// which a retried request is carried out again. To go back to an older
-// release, restore a backup taken before the upgrade.
+// There are no down migrations: undoing the schema would drop the jobs
+// that bind idempotency keys to their outcome, after which a retried
+// request is carried out again. To go back to an older release, restore a
+// backup taken before the upgrade.
 func MigrationsFor(dialect string, layout MigrationLayout) (fs.FS, error) {
 	fsys, err := Migrations(dialect)
 	if err != nil {
