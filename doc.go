@@ -107,8 +107,11 @@
 //
 // [OpenSQLite] and [OpenPostgres] open a database and apply the schema;
 // [NewSQLiteStore] and [NewPostgresStore] (and their SQLX variants) wrap a
-// handle the caller already has. Both stores satisfy [SQLStore]. The schema
-// ships as plain SQL through [Migrations] for migration tools.
+// handle the caller already has; over stdlib.OpenDBFromPool(pool) the
+// PostgreSQL store shares an application's pgxpool. Both stores satisfy
+// [SQLStore]. [Manager.SubmitTx] submits inside the caller's *sql.Tx,
+// [Manager.SubmitPgxTx] inside a pgx.Tx. The schema ships as plain SQL
+// through [Migrations] and [MigrationsFor] for migration tools.
 //
 // [Store] is the whole contract between the Manager and a database, on one
 // page (store.go): the Manager validates, fingerprints and runs the state
@@ -121,9 +124,10 @@
 // checker of a store's rows.
 //
 // OpenSQLite needs cgo (github.com/mattn/go-sqlite3). Built with
-// CGO_ENABLED=0 the package still compiles, the PostgreSQL store works, and
-// NewSQLiteStore serves a database opened with a pure-Go SQLite driver;
-// OpenSQLite then returns an error.
+// CGO_ENABLED=0 the package still compiles, the PostgreSQL store works,
+// and NewSQLiteStore serves a database opened with a pure-Go driver such as
+// modernc.org/sqlite (tested with the whole conformance suite); OpenSQLite
+// then returns an error.
 //
 // SQLite has one write lock per database. The writers of stores opened with
 // OpenSQLite wait for it in a queue, first come, first served within a
@@ -291,7 +295,10 @@
 // once. A database whose schema is newer than the library is refused with
 // an error matching ErrStorage whose StorageError has Kind StorageSchema.
 // With your own migration tool, apply the files and open with
-// [SkipMigrations], which only checks the version.
+// [SkipMigrations], which only checks the version: each file records its
+// own version in jobs_schema_migrations, whoever runs it. goose reads the
+// files of [Migrations] as they are; golang-migrate those of
+// MigrationsFor(dialect, GolangMigrate). There are no down migrations.
 //
 // # Observability
 //

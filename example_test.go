@@ -12,6 +12,40 @@ import (
 	"github.com/intentjobs/jobs"
 )
 
+// The model in one run: a double click is one job; an attempt that times
+// out is unknown, not failed, and no second attempt starts while it is in
+// doubt; its late result still completes the job, once.
+func Example() {
+	ctx := context.Background()
+	store, err := jobs.OpenSQLite(ctx, ":memory:")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	m, err := jobs.New(store, jobs.Options{Logger: discard})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	req := jobs.SubmitRequest{Owner: "user-42", Key: "checkout-7f3a", Kind: "charge", Provider: "acme",
+		Params: json.RawMessage(`{"amount": 1200, "currency": "eur"}`)}
+	job, created, _ := m.Submit(ctx, req)
+	again, createdAgain, _ := m.Submit(ctx, req) // the second click
+	fmt.Println("one job:", again.ID == job.ID, created, createdAgain)
+
+	a, _ := m.StartAttempt(ctx, job.ID, "")
+	m.MarkUnknown(ctx, a.ID, "no answer after 30s")
+	_, err = m.StartAttempt(ctx, job.ID, "")
+	fmt.Println("retry while in doubt:", errors.Is(err, jobs.ErrAttemptInFlight))
+
+	job, err = m.Complete(ctx, a.ID, json.RawMessage(`{"charge":"ch_1"}`))
+	fmt.Println(job.State, string(job.Result), err)
+	// Output:
+	// one job: true true false
+	// retry while in doubt: true
+	// succeeded {"charge":"ch_1"} <nil>
+}
+
 // A double click: the same owner and key submitted twice is one job.
 func ExampleManager_Submit() {
 	ctx := context.Background()

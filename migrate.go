@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 )
 
 //go:embed migrations
@@ -25,13 +24,64 @@ type Migration struct {
 
 // Migrations returns the schema of dialect ("postgres" or "sqlite") as
 // numbered plain-SQL files (0001_init.sql, …), for migration tools that
-// prefer to apply it themselves. Opening a store applies them too.
+// prefer to apply it themselves. Opening a store applies them too. It is
+// MigrationsFor(dialect, PlainSQL).
+//
+// Each file records its own version in the table jobs_schema_migrations,
+// so that a database migrated by any tool, or by running each file in
+// order, opens with SkipMigrations. The files carry goose's annotations,
+// which other runners read as comments.
 func Migrations(dialect string) (fs.FS, error) {
 	switch dialect {
 	case "postgres", "sqlite":
 		return fs.Sub(migrationFiles, path.Join("migrations", dialect))
 	}
-	return nil, fmt.Errorf("jobs: unknown dialect %q (want postgres or sqlite)", dialect)
+	return nil, invalid("dialect", "%q is none of postgres, sqlite", dialect)
+}
+
+// MigrationLayout is how MigrationsFor names the files of the schema.
+type MigrationLayout int
+
+// The layouts of MigrationsFor.
+const (
+	// PlainSQL names the files NNNN_name.sql, one per version, as in the
+	// repository's migrations folder. goose reads them as they are (they
+	// carry its annotations), and so does any runner that applies files
+	// in the order of their names.
+	PlainSQL MigrationLayout = iota
+
+	// GolangMigrate names them NNNN_name.up.sql, as golang-migrate wants.
+	GolangMigrate
+)
+
+// MigrationsFor returns the schema of dialect ("postgres" or "sqlite") as
+// files named for a migration tool (see MigrationLayout), each holding the
+// same SQL as in Migrations.
+//
+// There are no down migrations: undoing the schema would drop the jobs
+// that bind idempotency keys to their outcome, after which a retried
+// request is carried out again. To go back to an older release, restore a
+// backup taken before the upgrade.
+func MigrationsFor(dialect string, layout MigrationLayout) (fs.FS, error) {
+	fsys, err := Migrations(dialect)
+	if err != nil {
+		return nil, err
+	}
+	switch layout {
+	case PlainSQL:
+		return fsys, nil
+	case GolangMigrate:
+		ms, err := MigrationList(dialect)
+		if err != nil {
+			return nil, err
+		}
+		files := make(memFS, len(ms))
+		for _, m := range ms {
+			files[strings.TrimSuffix(m.Name, ".sql")+".up.sql"] = []byte(m.SQL)
+		}
+		return files, nil
+	}
+	return nil, invalid("layout", "%d is none of PlainSQL, GolangMigrate", layout)
 }
 
 // MigrationList returns the migrations of dialect in order.
@@ -91,13 +141,14 @@ type migrationPlan struct {
 	dialect string // the folder of its migrations
 	begin   string // begins the transaction, with the write lock where there is one
 	lock    string // then waits for other openers, or "" where begin does
-	record  string // records one migration: version, name, applied_at
 }
 
 // migrate applies the migrations db is missing, in one transaction under a
-// lock that makes concurrent openers wait for each other, and records each
-// in jobs_schema_migrations. It refuses a database whose schema is newer
-// than this library. It runs once: a dialect that can be busy retries it.
+// lock that makes concurrent openers wait for each other. Each migration
+// records itself in jobs_schema_migrations, so that a database migrated by
+// another tool is at the same version; migrate checks that it did. It
+// refuses a database whose schema is newer than this library. It runs
+// once: a dialect that can be busy retries it.
 func migrate(ctx context.Context, db *sql.DB, e errorMapper, p migrationPlan) (err error) {
 	ms, err := MigrationList(p.dialect)
 	if err != nil {
@@ -136,9 +187,13 @@ func migrate(ctx context.Context, db *sql.DB, e errorMapper, p migrationPlan) (e
 		if _, err := conn.ExecContext(ctx, m.SQL); err != nil {
 			return e.interpret("migrate "+m.Name, err)
 		}
-		applied := time.Now().UTC().Format(time.RFC3339Nano)
-		if _, err := conn.ExecContext(ctx, p.record, m.Version, m.Name, applied); err != nil {
-			return e.interpret("migrate "+m.Name, err)
+		v, err := schemaVersion(ctx, conn, e)
+		if err != nil {
+			return err
+		}
+		if v != m.Version {
+			return &StorageError{Op: "migrate " + m.Name, Kind: StorageSchema,
+				Message: fmt.Sprintf("the migration left the schema at version %d instead of recording version %d", v, m.Version)}
 		}
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {

@@ -152,9 +152,7 @@ func writeSchemaV1(t testing.TB, db *sql.DB, dialect string) {
 		q    string
 		args []any
 	}{
-		{ms[0].SQL, nil},
-		{`CREATE TABLE jobs_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at text NOT NULL)`, nil},
-		{p(`INSERT INTO jobs_schema_migrations VALUES (1, $1, '2025-06-01T00:00:00Z')`), []any{ms[0].Name}},
+		{ms[0].SQL, nil}, // records version 1 in jobs_schema_migrations
 		{p(`INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, attempt_count,
 		      result, completed_by, created_at, updated_at, closed_at)
 		    VALUES ('job_done', 'u', 'k-done', 'charge', 'stripe', '{"amount":1200}', $1, 'succeeded', 2, 1,

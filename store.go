@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Store persists jobs, attempts and verifications. It is the whole contract
@@ -276,6 +278,17 @@ type CloseNotifier interface {
 	// errors.ErrUnsupported means the store cannot notify; any other error
 	// means it cannot now. Callers then poll.
 	NotifyClosed(ctx context.Context, jobID string) (wake <-chan struct{}, stop func(), err error)
+}
+
+// PgxTxStore is implemented by stores that can create a job inside a
+// transaction that the caller began with pgx (a pgx.Tx from a *pgx.Conn or
+// a pgxpool.Pool), for Manager.SubmitPgxTx. PostgresStore implements it.
+// It is optional: SubmitPgxTx on a store without it returns an error
+// matching errors.ErrUnsupported.
+type PgxTxStore interface {
+	// CreateJobPgxTx is Store.CreateJobTx inside tx, a pgx transaction on
+	// the store's database, with the same contract.
+	CreateJobPgxTx(ctx context.Context, tx pgx.Tx, j Job) (job Job, created bool, err error)
 }
 
 // DBTX is what *sql.DB, *sql.Tx, *sql.Conn, *sqlx.DB and *sqlx.Tx have in

@@ -101,7 +101,6 @@ func (s *PostgresStore) migrate(ctx context.Context) error {
 		dialect: "postgres",
 		begin:   "BEGIN",
 		lock:    `SELECT pg_advisory_xact_lock(hashtext('jobs.migrate.' || current_schema()))`,
-		record:  `INSERT INTO jobs_schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`,
 	})
 }
 
@@ -280,34 +279,58 @@ SELECT (SELECT COUNT(*) FROM dj), (SELECT COUNT(*) FROM da)`
 
 // CreateJob implements Store.
 func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
-	return s.createJob(ctx, s.db, j)
+	return s.createJob(ctx, pgHandle{db: s.db}, j)
 }
 
 // CreateJobTx implements Store. It runs each statement once: PostgreSQL
 // aborts the caller's transaction on a serialization failure or a
 // deadlock, which are returned as a StorageError of kind StorageConflict.
 func (s *PostgresStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, bool, error) {
-	got, created, err := s.createJob(ctx, tx, j)
+	got, created, err := s.createJob(ctx, pgHandle{db: tx}, j)
 	return got, created, inCallerTx(err)
 }
 
-func (s *PostgresStore) createJob(ctx context.Context, q DBTX, j Job) (Job, bool, error) {
+// CreateJobPgxTx implements PgxTxStore: CreateJobTx in a pgx transaction,
+// with the same statements.
+func (s *PostgresStore) CreateJobPgxTx(ctx context.Context, tx pgx.Tx, j Job) (Job, bool, error) {
+	got, created, err := s.createJob(ctx, pgHandle{tx: tx}, j)
+	return got, created, inCallerTx(err)
+}
+
+func (s *PostgresStore) createJob(ctx context.Context, h pgHandle, j Job) (Job, bool, error) {
 	for range maxRetries {
 		var created bool
-		got, err := scanJobAnd(q.QueryRowContext(ctx, pgCreateJob,
+		got, err := scanJobAnd(pgQueryRow(ctx, h, pgCreateJob,
 			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt), &created)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return got, created, s.interpret("create job", err)
 		}
 		// A duplicate whose row the statement could not see: it committed
 		// after the statement began. A new statement sees it.
-		got, err = queryOne(ctx, q, s, "get job by key", errNoJobForKey, scanJob, pgJobByKey, j.Owner, j.Key)
-		if !errors.Is(err, ErrNotFound) {
-			return got, false, err
+		got, err = scanJob(pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key))
+		if !errors.Is(err, sql.ErrNoRows) {
+			return got, false, s.interpret("get job by key", err)
 		}
 		// Deleted in between (retention): insert again.
 	}
 	return Job{}, false, errKeptChanging("create job")
+}
+
+// pgHandle is where createJob runs its statements: a database/sql handle
+// or transaction (db), or a pgx transaction (tx), whichever is set.
+type pgHandle struct {
+	db DBTX
+	tx pgx.Tx
+}
+
+// pgQueryRow runs a query that returns at most one row through h. A pgx
+// row that is not there fails its Scan with pgx.ErrNoRows, which matches
+// sql.ErrNoRows.
+func pgQueryRow(ctx context.Context, h pgHandle, query string, args ...any) scanner {
+	if h.tx != nil {
+		return h.tx.QueryRow(ctx, query, args...)
+	}
+	return h.db.QueryRowContext(ctx, query, args...)
 }
 
 // Job implements Store.

@@ -242,7 +242,6 @@ func (s *SQLiteStore) migrate(ctx context.Context) error {
 		return migrate(ctx, s.db, s, migrationPlan{
 			dialect: "sqlite",
 			begin:   "BEGIN IMMEDIATE",
-			record:  `INSERT INTO jobs_schema_migrations (version, name, applied_at) VALUES (?1, ?2, ?3)`,
 		})
 	})
 }

@@ -3,7 +3,7 @@ module github.com/intentjobs/jobs/bench
 go 1.26.0
 
 require (
-	github.com/intentjobs/jobs v0.0.0
+	github.com/intentjobs/jobs v0.1.0
 	github.com/jackc/pgx/v5 v5.13.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver v0.51.2
@@ -28,5 +28,3 @@ require (
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
-
-replace github.com/intentjobs/jobs => ../

@@ -2,11 +2,9 @@ module github.com/intentjobs/jobs/e2e
 
 go 1.26
 
-replace github.com/intentjobs/jobs => ../
-
 require (
 	github.com/chromedp/chromedp v0.23.1
-	github.com/intentjobs/jobs v0.0.0-00010101000000-000000000000
+	github.com/intentjobs/jobs v0.1.0
 )
 
 require (

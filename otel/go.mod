@@ -3,7 +3,7 @@ module github.com/intentjobs/jobs/otel
 go 1.26.0
 
 require (
-	github.com/intentjobs/jobs v0.0.0-00010101000000-000000000000
+	github.com/intentjobs/jobs v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk v1.47.0
@@ -30,5 +30,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
-
-replace github.com/intentjobs/jobs => ../

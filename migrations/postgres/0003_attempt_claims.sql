@@ -1,3 +1,4 @@
+-- +goose Up
 -- jobs schema, version 3 (PostgreSQL).
 
 -- Reconciler claims. A reconciler that examines an attempt in doubt first
@@ -13,3 +14,8 @@ ALTER TABLE job_attempts ADD COLUMN claimed_until timestamptz;
 DROP INDEX job_attempts_open_idx;
 CREATE INDEX job_attempts_stale_idx ON job_attempts (updated_at, claimed_until)
     WHERE state IN ('starting', 'running', 'unknown');
+
+-- Recorded as version 3 (see 0001_init.sql).
+INSERT INTO jobs_schema_migrations (version, name, applied_at)
+    VALUES (3, '0003_attempt_claims.sql', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'))
+    ON CONFLICT (version) DO NOTHING;

@@ -1,3 +1,4 @@
+-- +goose Up
 -- jobs schema, version 1 (SQLite).
 -- One row per intent in jobs; one row per try in job_attempts.
 -- Times are Unix microseconds (UTC); JSON is stored as text.
@@ -55,3 +56,14 @@ CREATE UNIQUE INDEX job_attempts_one_in_doubt ON job_attempts (job_id) WHERE sta
 
 -- Open attempts by age, for reconcilers.
 CREATE INDEX job_attempts_open_idx ON job_attempts (updated_at) WHERE state IN ('starting', 'running', 'unknown');
+
+-- The schema's version. Every migration records itself here, whatever
+-- applies it: the library, goose, golang-migrate or a plain run of the file.
+CREATE TABLE IF NOT EXISTS jobs_schema_migrations (
+    version    integer PRIMARY KEY,
+    name       text    NOT NULL,
+    applied_at text    NOT NULL
+);
+INSERT INTO jobs_schema_migrations (version, name, applied_at)
+    VALUES (1, '0001_init.sql', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    ON CONFLICT (version) DO NOTHING;

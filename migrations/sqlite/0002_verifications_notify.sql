@@ -1,3 +1,4 @@
+-- +goose Up
 -- jobs schema, version 2 (SQLite).
 
 -- Provider verifications: a recorded round trip through a provider whose
@@ -17,3 +18,8 @@ CREATE INDEX job_verifications_lookup_idx
     ON job_verifications (provider, kind, contract_version, verified_at DESC);
 
 -- SQLite has no notifications: waiters poll.
+
+-- Recorded as version 2 (see 0001_init.sql).
+INSERT INTO jobs_schema_migrations (version, name, applied_at)
+    VALUES (2, '0002_verifications_notify.sql', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    ON CONFLICT (version) DO NOTHING;
