@@ -69,6 +69,17 @@ type SubmitRequest struct {
 	Kind     string          // the operation, e.g. "charge" or "summarize"
 	Provider string          // the target provider
 	Params   json.RawMessage // any JSON value; compared in canonical form
+
+	// IntentFields, if not empty, names the members of the Params object
+	// that make up the intent: only they (with Kind and Provider) are
+	// fingerprinted, so that a repeat whose other members differ, a
+	// client's timestamp or trace ID say, is the same intent and returns the
+	// job, while a change in one of them is still a key conflict. Params is
+	// stored whole, as the first request gave it. The names themselves are
+	// part of the fingerprint: a key first submitted with other
+	// IntentFields (or none) is a conflict, never a silent guess. Params
+	// must then be a JSON object; a named member it lacks counts as absent.
+	IntentFields []string
 }
 
 // Submit records the intent described by req, once. The first call for an
@@ -146,6 +157,10 @@ func (m *Manager) submit(ctx context.Context, req SubmitRequest, create func(con
 	if err != nil {
 		return Job{}, false, err
 	}
+	fingerprint, err := fingerprintOf(req, canon)
+	if err != nil {
+		return Job{}, false, err
+	}
 	now := m.now()
 	j := Job{
 		ID:          newID(jobPrefix, now),
@@ -154,7 +169,7 @@ func (m *Manager) submit(ctx context.Context, req SubmitRequest, create func(con
 		Kind:        req.Kind,
 		Provider:    req.Provider,
 		Params:      canon,
-		Fingerprint: Fingerprint(req.Kind, req.Provider, canon),
+		Fingerprint: fingerprint,
 		State:       JobPending,
 		Version:     1,
 		CreatedAt:   now,

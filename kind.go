@@ -40,10 +40,11 @@ func (k Kind[P, R]) Name() string { return k.name }
 
 // Request is SubmitRequest with typed params; the kind is the Kind's.
 type Request[P any] struct {
-	Owner    string
-	Key      string
-	Provider string
-	Params   P
+	Owner        string
+	Key          string
+	Provider     string
+	Params       P
+	IntentFields []string // as in SubmitRequest: the members of the encoded params that make up the intent
 }
 
 // Submit encodes req.Params as JSON and submits the intent with Manager.Submit.
@@ -54,7 +55,8 @@ func (k Kind[P, R]) Submit(ctx context.Context, m *Manager, req Request[P]) (Job
 	if err != nil {
 		return Job{}, false, invalid("Params", "cannot encode %T: %v", req.Params, err)
 	}
-	return m.Submit(ctx, SubmitRequest{Owner: req.Owner, Key: req.Key, Kind: k.name, Provider: req.Provider, Params: params})
+	return m.Submit(ctx, SubmitRequest{Owner: req.Owner, Key: req.Key, Kind: k.name, Provider: req.Provider,
+		Params: params, IntentFields: req.IntentFields})
 }
 
 // Complete encodes result as JSON and offers it with Manager.Complete.
