@@ -68,7 +68,8 @@ type Store interface {
 	// cancelled, with Version+1, c.Reason and ClosedAt. For JobFailed it
 	// refuses with an *AttemptInFlightError while any attempt is starting,
 	// running or unknown. A terminal job is refused with a *JobClosedError
-	// carrying its state. ErrNotFound if there is no such job.
+	// carrying its state. ErrNotFound if there is no such job. A close that
+	// c.Check refuses writes nothing.
 	CloseJob(ctx context.Context, c JobClose) (Job, error)
 
 	// Attempts.
@@ -105,7 +106,9 @@ type Store interface {
 	// one attempt per job is in doubt at any time. With u.ClaimToken set (a
 	// reconciler's write), an attempt no longer claimed with that token is
 	// left as it is and returned with an error matching ErrClaimLost,
-	// whatever its state. ErrNotFound if there is no such attempt.
+	// whatever its state. ErrNotFound if there is no such attempt. An update
+	// that u.Check refuses, or one of a terminal attempt (even one whose
+	// state u.From names), writes nothing.
 	UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error)
 
 	// CompleteAttempt offers c.Result for the attempt's job: the
@@ -145,8 +148,10 @@ type Store interface {
 	// ClaimAttempt claims the attempt c.ID with c.Token until c.Until, if it
 	// is still open, in state c.State and last updated at c.UpdatedAt (as
 	// StaleAttempts read it), and not claimed beyond c.At. It returns the
-	// attempt and true if it did, or false, having written nothing. Of
-	// several reconcilers racing for one attempt, exactly one claims it.
+	// attempt and true if it did, or false, having written nothing (always
+	// for a terminal c.State). Of several reconcilers racing for one
+	// attempt, exactly one claims it. A claim that c.Check refuses writes
+	// nothing.
 	ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt, bool, error)
 
 	// RenewClaim moves the end of the claim c.Token on attempt c.ID to
@@ -241,6 +246,39 @@ type AttemptClaim struct {
 	Token     string       // names the claim; the writes that resolve the attempt present it
 	At        time.Time    // when the claim is taken: a claim lasting beyond At holds
 	Until     time.Time    // when the claim's lease ends
+}
+
+// Check reports an update that no store may make, before anything is
+// written: To must be running, unknown, failed or cancelled (an attempt
+// starts only through CreateAttempt, and succeeds or loses only through the
+// compare-and-swap of CompleteAttempt). The error is an *InputError.
+// Stores call it first.
+func (u AttemptUpdate) Check() error {
+	switch u.To {
+	case AttemptRunning, AttemptUnknown, AttemptFailed, AttemptCancelled:
+		return nil
+	}
+	return invalid("To", "%q: an update moves an attempt to running, unknown, failed or cancelled", u.To)
+}
+
+// Check reports a close that no store may make: a job is closed as failed
+// or cancelled, and succeeds only through CompleteAttempt. The error is an
+// *InputError. Stores call it first.
+func (c JobClose) Check() error {
+	if c.To != JobFailed && c.To != JobCancelled {
+		return invalid("To", "%q: a job is closed as failed or cancelled", c.To)
+	}
+	return nil
+}
+
+// Check reports a claim that no store may take or renew: one without a
+// token, which the reconciler's writes could not present. The error is an
+// *InputError. Stores call it first, in ClaimAttempt and RenewClaim.
+func (c AttemptClaim) Check() error {
+	if c.Token == "" {
+		return invalid("Token", "empty")
+	}
+	return nil
 }
 
 // VerificationFilter selects verifications. Empty fields match everything.

@@ -350,6 +350,9 @@ func (s *PostgresStore) ListJobs(ctx context.Context, afterID string, limit int)
 
 // CloseJob implements Store.
 func (s *PostgresStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
+	if err := c.Check(); err != nil {
+		return Job{}, err
+	}
 	for range maxRetries {
 		j, err := scanJob(s.db.QueryRowContext(ctx, pgCloseJob, c.ID, string(c.To), c.Reason, c.At, c.To == JobFailed))
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -395,6 +398,9 @@ func (s *PostgresStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attem
 
 // UpdateAttempt implements Store.
 func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error) {
+	if err := u.Check(); err != nil {
+		return Attempt{}, err
+	}
 	from1, from2, from3 := fromStates(u.From)
 	for range maxRetries {
 		a, err := scanAttempt(s.db.QueryRowContext(ctx, pgUpdateAttempt,
@@ -446,6 +452,12 @@ func (s *PostgresStore) StaleAttempts(ctx context.Context, q StaleQuery) ([]Atte
 
 // ClaimAttempt implements Store.
 func (s *PostgresStore) ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt, bool, error) {
+	if err := c.Check(); err != nil {
+		return Attempt{}, false, err
+	}
+	if !c.State.Open() { // only an attempt in doubt is reconciled
+		return Attempt{}, false, nil
+	}
 	a, err := scanAttempt(s.db.QueryRowContext(ctx, pgClaimAttempt, c.ID, string(c.State), c.UpdatedAt, c.Token, c.At, c.Until))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Attempt{}, false, nil
@@ -458,6 +470,9 @@ func (s *PostgresStore) ClaimAttempt(ctx context.Context, c AttemptClaim) (Attem
 
 // RenewClaim implements Store.
 func (s *PostgresStore) RenewClaim(ctx context.Context, c AttemptClaim) (bool, error) {
+	if err := c.Check(); err != nil {
+		return false, err
+	}
 	n, err := rowsAffected(ctx, s.db, pgRenewClaim, c.ID, c.Token, c.Until)
 	if err != nil {
 		return false, s.interpret("renew claim", err)

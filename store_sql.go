@@ -320,7 +320,7 @@ func whyNotUpdated(ctx context.Context, r rowReader, u AttemptUpdate, inDoubt bo
 	if err := checkClaim(ctx, r, u.ID, u.ClaimToken); err != nil {
 		return cur, err
 	}
-	if !slices.Contains(u.From, cur.State) || (u.ProviderRef != "" && cur.ProviderRef != "") {
+	if cur.State.Terminal() || !slices.Contains(u.From, cur.State) || (u.ProviderRef != "" && cur.ProviderRef != "") {
 		return cur, &TransitionError{AttemptID: u.ID, From: cur.State, To: u.To}
 	}
 	if inDoubt {
@@ -404,9 +404,12 @@ func inCallerTx(err error) error {
 // attempt is ever in, for the three placeholders of the update statements.
 func fromStates(from []AttemptState) (a, b, c string) {
 	var s [3]string
-	for i := range s {
-		if i < len(from) {
-			s[i] = string(from[i])
+	i := 0
+	for _, st := range from {
+		// A terminal attempt never changes again, whatever From lists.
+		if st.Open() && i < len(s) && !slices.Contains(s[:i], string(st)) {
+			s[i] = string(st)
+			i++
 		}
 	}
 	return s[0], s[1], s[2]

@@ -412,6 +412,9 @@ func (s *SQLiteStore) ListJobs(ctx context.Context, afterID string, limit int) (
 
 // CloseJob implements Store.
 func (s *SQLiteStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
+	if err := c.Check(); err != nil {
+		return Job{}, err
+	}
 	for range maxRetries {
 		var j Job
 		err := s.writeOne(ctx, "close job", func() (err error) {
@@ -478,6 +481,9 @@ func (s *SQLiteStore) createAttempt(ctx context.Context, na NewAttempt) (Attempt
 
 // UpdateAttempt implements Store.
 func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error) {
+	if err := u.Check(); err != nil {
+		return Attempt{}, err
+	}
 	from1, from2, from3 := fromStates(u.From)
 	for range maxRetries {
 		var a Attempt
@@ -567,6 +573,12 @@ func (s *SQLiteStore) StaleAttempts(ctx context.Context, q StaleQuery) ([]Attemp
 // ClaimAttempt implements Store. The write lock lets one of racing claims
 // change the row; the others find it claimed.
 func (s *SQLiteStore) ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt, bool, error) {
+	if err := c.Check(); err != nil {
+		return Attempt{}, false, err
+	}
+	if !c.State.Open() { // only an attempt in doubt is reconciled
+		return Attempt{}, false, nil
+	}
 	var a Attempt
 	err := s.writeOne(ctx, "claim attempt", func() (err error) {
 		a, err = scanAttempt(s.db.QueryRowContext(ctx, sqliteClaimAttempt,
@@ -584,6 +596,9 @@ func (s *SQLiteStore) ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt
 
 // RenewClaim implements Store.
 func (s *SQLiteStore) RenewClaim(ctx context.Context, c AttemptClaim) (bool, error) {
+	if err := c.Check(); err != nil {
+		return false, err
+	}
 	var n int64
 	err := s.writeOne(ctx, "renew claim", func() (err error) {
 		n, err = rowsAffected(ctx, s.db, sqliteRenewClaim, c.ID, c.Token, c.Until.UnixMicro())

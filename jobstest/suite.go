@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"Verification", testVerification},
 		{"Purge", testPurge},
 		{"Reconcile", testReconcile},
+		{"StoreRefusals", testStoreRefusals},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -164,11 +165,7 @@ func (e *env) attempts(jobID string) []jobs.Attempt {
 // countJobs counts every job in the store.
 func (e *env) countJobs() int {
 	e.t.Helper()
-	snap, err := invariant.TakeSnapshot(e.ctx, e.store)
-	if err != nil {
-		e.t.Fatalf("snapshot: %v", err)
-	}
-	return len(snap.Jobs)
+	return len(e.snapshot().Jobs)
 }
 
 // checkInvariants fails the test on any violation in the store.

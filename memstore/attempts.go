@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"time"
 
@@ -86,7 +85,7 @@ func (s *Store) CreateAttempt(ctx context.Context, na jobs.NewAttempt) (jobs.Att
 
 // UpdateAttempt implements jobs.Store.
 func (s *Store) UpdateAttempt(ctx context.Context, u jobs.AttemptUpdate) (jobs.Attempt, error) {
-	if err := checkUpdateTarget(u.To); err != nil {
+	if err := u.Check(); err != nil {
 		return jobs.Attempt{}, err
 	}
 	if err := s.lock(ctx); err != nil {
@@ -112,17 +111,6 @@ func (s *Store) UpdateAttempt(ctx context.Context, u jobs.AttemptUpdate) (jobs.A
 	}
 	a.move(u.To, u.ProviderRef, u.Reason, u.At)
 	return a.export(), nil
-}
-
-// checkUpdateTarget refuses the states UpdateAttempt never moves to: an
-// attempt starts only through CreateAttempt, and succeeds or loses only
-// through the compare-and-swap of CompleteAttempt.
-func checkUpdateTarget(to jobs.AttemptState) error {
-	switch to {
-	case jobs.AttemptRunning, jobs.AttemptUnknown, jobs.AttemptFailed, jobs.AttemptCancelled:
-		return nil
-	}
-	return &jobs.InputError{Field: "To", Problem: fmt.Sprintf("%q: an update moves an attempt to running, unknown, failed or cancelled", to)}
 }
 
 // canMove reports whether u may apply to the attempt as it is.

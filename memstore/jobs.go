@@ -104,8 +104,8 @@ func (s *Store) ListJobs(ctx context.Context, afterID string, limit int) ([]jobs
 
 // CloseJob implements jobs.Store.
 func (s *Store) CloseJob(ctx context.Context, c jobs.JobClose) (jobs.Job, error) {
-	if c.To != jobs.JobFailed && c.To != jobs.JobCancelled {
-		return jobs.Job{}, &jobs.InputError{Field: "To", Problem: fmt.Sprintf("%q: a job is closed as failed or cancelled", c.To)}
+	if err := c.Check(); err != nil {
+		return jobs.Job{}, err
 	}
 	if err := s.lock(ctx); err != nil {
 		return jobs.Job{}, err

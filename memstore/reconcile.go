@@ -61,7 +61,7 @@ func (a *attempt) stale(q jobs.StaleQuery) bool {
 
 // ClaimAttempt implements jobs.Store.
 func (s *Store) ClaimAttempt(ctx context.Context, c jobs.AttemptClaim) (jobs.Attempt, bool, error) {
-	if err := checkToken(c.Token); err != nil {
+	if err := c.Check(); err != nil {
 		return jobs.Attempt{}, false, err
 	}
 	if err := s.lock(ctx); err != nil {
@@ -83,7 +83,7 @@ func (s *Store) ClaimAttempt(ctx context.Context, c jobs.AttemptClaim) (jobs.Att
 
 // RenewClaim implements jobs.Store.
 func (s *Store) RenewClaim(ctx context.Context, c jobs.AttemptClaim) (bool, error) {
-	if err := checkToken(c.Token); err != nil {
+	if err := c.Check(); err != nil {
 		return false, err
 	}
 	if err := s.lock(ctx); err != nil {
@@ -106,13 +106,4 @@ func (a *attempt) checkClaim(token string) error {
 		return nil
 	}
 	return fmt.Errorf("memstore: attempt %s: claim %s: %w", a.ID, token, jobs.ErrClaimLost)
-}
-
-// checkToken refuses the empty token: it names no claim, and a write that
-// presents it ignores claims.
-func checkToken(token string) error {
-	if token == "" {
-		return &jobs.InputError{Field: "Token", Problem: "empty"}
-	}
-	return nil
 }

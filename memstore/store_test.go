@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -130,26 +129,8 @@ func TestRefusesBadInputAndWritesNothing(t *testing.T) {
 		{"CreateJob without params", "Params", func(f *fixture) error { return f.createJob("job_new", "new", ``) }},
 		{"CreateAttempt without an ID", "ID", func(f *fixture) error { return f.createAttempt("") }},
 		{"CreateAttempt with another attempt's ID", "ID", func(f *fixture) error { return f.createAttempt(f.attempt.ID) }},
-		{"UpdateAttempt to starting", "To", func(f *fixture) error { return f.updateAttempt(jobs.AttemptStarting) }},
-		{"UpdateAttempt to succeeded", "To", func(f *fixture) error { return f.updateAttempt(jobs.AttemptSucceeded) }},
-		{"UpdateAttempt to lost", "To", func(f *fixture) error { return f.updateAttempt(jobs.AttemptLost) }},
-		{"UpdateAttempt to no state", "To", func(f *fixture) error { return f.updateAttempt("") }},
-		{"UpdateAttempt to a state that does not exist", "To", func(f *fixture) error { return f.updateAttempt("paused") }},
 		{"CompleteAttempt with a result not JSON", "Result", func(f *fixture) error { return f.complete(`{"charged":`) }},
 		{"CompleteAttempt without a result", "Result", func(f *fixture) error { return f.complete(``) }},
-		{"CloseJob to succeeded", "To", func(f *fixture) error { return f.closeJob(jobs.JobSucceeded) }},
-		{"CloseJob to pending", "To", func(f *fixture) error { return f.closeJob(jobs.JobPending) }},
-		{"CloseJob to running", "To", func(f *fixture) error { return f.closeJob(jobs.JobRunning) }},
-		{"CloseJob to no state", "To", func(f *fixture) error { return f.closeJob("") }},
-		{"ClaimAttempt without a token", "Token", func(f *fixture) error {
-			_, _, err := f.s.ClaimAttempt(f.ctx, jobs.AttemptClaim{ID: f.attempt.ID, State: f.attempt.State,
-				UpdatedAt: f.attempt.UpdatedAt, At: f.clock.Now().Add(time.Hour), Until: f.clock.Now().Add(2 * time.Hour)})
-			return err
-		}},
-		{"RenewClaim without a token", "Token", func(f *fixture) error {
-			_, err := f.s.RenewClaim(f.ctx, jobs.AttemptClaim{ID: f.attempt.ID, Until: f.clock.Now().Add(time.Hour)})
-			return err
-		}},
 		{"RecordVerification without an ID", "ID", func(f *fixture) error { return f.recordVerification("") }},
 		{"RecordVerification with another's ID", "ID", func(f *fixture) error { return f.recordVerification(f.verified.ID) }},
 	}
@@ -179,115 +160,14 @@ func (f *fixture) createAttempt(id string) error {
 	return err
 }
 
-func (f *fixture) updateAttempt(to jobs.AttemptState) error {
-	_, err := f.s.UpdateAttempt(f.ctx, jobs.AttemptUpdate{ID: f.attempt.ID, To: to, At: f.clock.Now(),
-		From: []jobs.AttemptState{jobs.AttemptStarting, jobs.AttemptRunning, jobs.AttemptUnknown}})
-	return err
-}
-
 func (f *fixture) complete(result string) error {
 	_, _, err := f.s.CompleteAttempt(f.ctx, jobs.Completion{AttemptID: f.attempt.ID, Result: json.RawMessage(result), At: f.clock.Now()})
-	return err
-}
-
-func (f *fixture) closeJob(to jobs.JobState) error {
-	_, err := f.s.CloseJob(f.ctx, jobs.JobClose{ID: f.pending.ID, To: to, Reason: "r", At: f.clock.Now()})
 	return err
 }
 
 func (f *fixture) recordVerification(id string) error {
 	return f.s.RecordVerification(f.ctx, jobs.Verification{ID: id, Provider: "backup", Kind: "charge",
 		ContractVersion: "v1", Passed: true, VerifiedAt: f.clock.Now()})
-}
-
-// attemptIn returns an attempt of a new job, put in state s.
-func (f *fixture) attemptIn(t *testing.T, s jobs.AttemptState) jobs.Attempt {
-	t.Helper()
-	j := f.submit(t, "in-"+string(s))
-	a, err := f.m.StartAttempt(f.ctx, j.ID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	switch s {
-	case jobs.AttemptSucceeded:
-		_, err = f.m.Complete(f.ctx, a.ID, json.RawMessage(`{"charged":1}`))
-	case jobs.AttemptLost:
-		if _, err = f.m.MarkRunning(f.ctx, a.ID, "ref-a"); err != nil {
-			break
-		}
-		var hedge jobs.Attempt
-		if hedge, err = f.m.StartAttempt(f.ctx, j.ID, "", jobs.Hedge()); err != nil {
-			break
-		}
-		if _, err = f.m.Complete(f.ctx, hedge.ID, json.RawMessage(`{"charged":2}`)); err != nil {
-			break
-		}
-		if _, err = f.m.Complete(f.ctx, a.ID, json.RawMessage(`{"charged":1}`)); errors.Is(err, jobs.ErrLostRace) {
-			err = nil
-		}
-	case jobs.AttemptFailed:
-		_, err = f.m.Fail(f.ctx, a.ID, "declined")
-	case jobs.AttemptCancelled:
-		_, err = f.m.Cancel(f.ctx, a.ID, "never sent")
-	}
-	if err != nil {
-		t.Fatalf("putting an attempt in state %s: %v", s, err)
-	}
-	if a, err = f.s.Attempt(f.ctx, a.ID); err != nil || a.State != s {
-		t.Fatalf("attempt is %s, %v; want %s", a.State, err, s)
-	}
-	return a
-}
-
-var terminal = []jobs.AttemptState{jobs.AttemptSucceeded, jobs.AttemptLost, jobs.AttemptFailed, jobs.AttemptCancelled}
-
-// A terminal attempt never changes again, even for an update that names
-// its state among those it moves from.
-func TestUpdateNeverChangesATerminalAttempt(t *testing.T) {
-	for _, from := range terminal {
-		for _, to := range []jobs.AttemptState{jobs.AttemptRunning, jobs.AttemptUnknown, jobs.AttemptFailed, jobs.AttemptCancelled} {
-			t.Run(fmt.Sprintf("%s to %s", from, to), func(t *testing.T) {
-				t.Parallel()
-				f := newFixture(t)
-				a := f.attemptIn(t, from)
-				before := f.contents(t)
-				got, err := f.s.UpdateAttempt(f.ctx, jobs.AttemptUpdate{ID: a.ID, To: to, Reason: "again", At: f.clock.Now(),
-					From: []jobs.AttemptState{from, jobs.AttemptStarting, jobs.AttemptRunning, jobs.AttemptUnknown}})
-				var te *jobs.TransitionError
-				if !errors.As(err, &te) || te.AttemptID != a.ID || te.From != from || te.To != to {
-					t.Errorf("UpdateAttempt = %v, want a *TransitionError from %s to %s", err, from, to)
-				}
-				if diff := cmp.Diff(a, got); diff != "" {
-					t.Errorf("the refused update did not return the attempt as stored (-stored +returned):\n%s", diff)
-				}
-				f.unchanged(t, before, "an update of a terminal attempt")
-			})
-		}
-	}
-}
-
-// Only an open attempt is claimed: a terminal one, even as it is stored,
-// has nothing left to reconcile.
-func TestClaimTakesOnlyOpenAttempts(t *testing.T) {
-	for _, s := range terminal {
-		t.Run(string(s), func(t *testing.T) {
-			t.Parallel()
-			f := newFixture(t)
-			a := f.attemptIn(t, s)
-			before := f.contents(t)
-			got, ok, err := f.s.ClaimAttempt(f.ctx, jobs.AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
-				Token: "tok-2", At: f.clock.Now(), Until: f.clock.Now().Add(time.Minute)})
-			if ok || err != nil || got != (jobs.Attempt{}) {
-				t.Errorf("ClaimAttempt on a %s attempt = %+v, %v, %v; want false", s, got, ok, err)
-			}
-			f.unchanged(t, before, "a refused claim")
-			// Its claim-holding writes would be refused: it has none.
-			if _, err := f.s.UpdateAttempt(f.ctx, jobs.AttemptUpdate{ID: a.ID, From: []jobs.AttemptState{s}, To: jobs.AttemptCancelled,
-				ClaimToken: "tok-2", At: f.clock.Now()}); !errors.Is(err, jobs.ErrClaimLost) {
-				t.Errorf("a write with the refused claim = %v, want ErrClaimLost", err)
-			}
-		})
-	}
 }
 
 // What a caller gets is a copy, and what it gives is copied: changing

@@ -1,0 +1,142 @@
+package jobstest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/invariant"
+)
+
+// testStoreRefusals calls the store directly, as the Manager never would:
+// a store enforces its contract whoever calls it.
+func testStoreRefusals(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	terminal := []jobs.AttemptState{jobs.AttemptSucceeded, jobs.AttemptLost, jobs.AttemptFailed, jobs.AttemptCancelled}
+	open := []jobs.AttemptState{jobs.AttemptStarting, jobs.AttemptRunning, jobs.AttemptUnknown}
+
+	// Each terminal attempt, and an open one with a pending job beside it.
+	ended := make(map[jobs.AttemptState]jobs.Attempt)
+	for _, s := range terminal {
+		ended[s] = e.attemptIn(s)
+	}
+	live := e.attemptIn(jobs.AttemptRunning)
+	pending := e.newJob()
+	e.clock.Advance(1)
+
+	t.Run("bad input is an InputError and writes nothing", func(t *testing.T) {
+		e := e.with(t)
+		now := e.clock.Now()
+		update := func(to jobs.AttemptState) func() error {
+			return func() error {
+				_, err := e.store.UpdateAttempt(e.ctx, jobs.AttemptUpdate{ID: live.ID, From: open, To: to, At: now})
+				return err
+			}
+		}
+		closeJob := func(to jobs.JobState) func() error {
+			return func() error {
+				_, err := e.store.CloseJob(e.ctx, jobs.JobClose{ID: pending.ID, To: to, Reason: "r", At: now})
+				return err
+			}
+		}
+		tests := []struct {
+			name  string
+			field string
+			call  func() error
+		}{
+			// An attempt starts only through CreateAttempt, and succeeds or
+			// loses only through CompleteAttempt.
+			{"UpdateAttempt to starting", "To", update(jobs.AttemptStarting)},
+			{"UpdateAttempt to succeeded", "To", update(jobs.AttemptSucceeded)},
+			{"UpdateAttempt to lost", "To", update(jobs.AttemptLost)},
+			{"UpdateAttempt to no state", "To", update("")},
+			{"UpdateAttempt to a state that does not exist", "To", update("paused")},
+			// A job succeeds only through CompleteAttempt.
+			{"CloseJob to succeeded", "To", closeJob(jobs.JobSucceeded)},
+			{"CloseJob to pending", "To", closeJob(jobs.JobPending)},
+			{"CloseJob to running", "To", closeJob(jobs.JobRunning)},
+			{"CloseJob to no state", "To", closeJob("")},
+			// A claim without a token could not be told from a runner's writes.
+			{"ClaimAttempt without a token", "Token", func() error {
+				_, _, err := e.store.ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: live.ID, State: live.State,
+					UpdatedAt: live.UpdatedAt, At: now, Until: now.Add(1e9)})
+				return err
+			}},
+			{"RenewClaim without a token", "Token", func() error {
+				_, err := e.store.RenewClaim(e.ctx, jobs.AttemptClaim{ID: live.ID, Until: now.Add(1e9)})
+				return err
+			}},
+		}
+		for _, tt := range tests {
+			before := e.snapshot()
+			err := tt.call()
+			var in *jobs.InputError
+			if !errors.Is(err, jobs.ErrInvalidInput) || !errors.As(err, &in) || in.Field != tt.field {
+				t.Errorf("%s: got %v, want an *InputError for %s", tt.name, err, tt.field)
+			}
+			e.unchanged(before, tt.name)
+		}
+	})
+
+	t.Run("a terminal attempt never changes, even named in From", func(t *testing.T) {
+		e := e.with(t)
+		for _, from := range terminal {
+			for _, to := range []jobs.AttemptState{jobs.AttemptRunning, jobs.AttemptUnknown, jobs.AttemptFailed, jobs.AttemptCancelled} {
+				a := ended[from]
+				before := e.snapshot()
+				got, err := e.store.UpdateAttempt(e.ctx, jobs.AttemptUpdate{ID: a.ID, To: to, Reason: "again",
+					At: e.clock.Now(), From: append([]jobs.AttemptState{from}, open...)})
+				var te *jobs.TransitionError
+				if !errors.As(err, &te) || te.AttemptID != a.ID || te.From != from || te.To != to {
+					t.Errorf("UpdateAttempt %s to %s = %v, want a *TransitionError from %s to %s", from, to, err, from, to)
+				}
+				if got.ID != a.ID || got.State != from {
+					t.Errorf("UpdateAttempt %s to %s returned the attempt as %s %s, want it as stored", from, to, got.ID, got.State)
+				}
+				e.unchanged(before, fmt.Sprintf("an update of a %s attempt to %s", from, to))
+			}
+		}
+	})
+
+	t.Run("only an open attempt is claimed", func(t *testing.T) {
+		e := e.with(t)
+		now := e.clock.Now()
+		for _, s := range terminal {
+			a := ended[s]
+			before := e.snapshot()
+			got, ok, err := e.store.ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
+				Token: "tok-" + string(s), At: now, Until: now.Add(60e9)})
+			if ok || err != nil || got.ID != "" {
+				t.Errorf("ClaimAttempt on a %s attempt = %s, %v, %v; want nothing claimed", s, got.ID, ok, err)
+			}
+			e.unchanged(before, "a claim of a "+string(s)+" attempt")
+			// A write presenting that claim is refused: there is none.
+			if _, err := e.store.UpdateAttempt(e.ctx, jobs.AttemptUpdate{ID: a.ID, From: []jobs.AttemptState{s},
+				To: jobs.AttemptCancelled, ClaimToken: "tok-" + string(s), At: now}); !errors.Is(err, jobs.ErrClaimLost) {
+				t.Errorf("a write with the refused claim on a %s attempt = %v, want ErrClaimLost", s, err)
+			}
+		}
+	})
+}
+
+// snapshot returns every job and attempt the store holds.
+func (e *env) snapshot() *invariant.Snapshot {
+	e.t.Helper()
+	snap, err := invariant.TakeSnapshot(e.ctx, e.store)
+	if err != nil {
+		e.t.Fatalf("snapshot: %v", err)
+	}
+	return snap
+}
+
+// unchanged fails the test if the store's jobs or attempts differ from
+// before.
+func (e *env) unchanged(before *invariant.Snapshot, what string) {
+	e.t.Helper()
+	if diff := cmp.Diff(before, e.snapshot()); diff != "" {
+		e.t.Errorf("%s wrote (-before +after):\n%s", what, diff)
+	}
+}
