@@ -27,7 +27,7 @@ func (f *fixture) newRunner(alpha, beta *fakeProvider) *jobs.Runner {
 	}
 }
 
-// The race of DESIGN §3.4: A departs first and returns after 30 s; B, a
+// The race of cas.go (finishing order decides): A departs first and returns after 30 s; B, a
 // hedge, departs second and returns after 5 s. B wins; A's result is dropped.
 func TestRunnerHedgeRaceLaterStartEarlierFinishWins(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {

@@ -153,8 +153,8 @@ func (a *attempt) move(to jobs.AttemptState, ref, reason string, at time.Time) {
 	}
 }
 
-// CompleteAttempt implements jobs.Store: the compare-and-swap of DESIGN
-// §3.4. Exactly one attempt of a job wins, the first to get here; a late
+// CompleteAttempt implements jobs.Store: the compare-and-swap of the
+// root package's cas.go. Exactly one attempt of a job wins, the first to get here; a late
 // result is stored nowhere.
 func (s *Store) CompleteAttempt(ctx context.Context, c jobs.Completion) (jobs.Job, jobs.Attempt, error) {
 	if err := checkJSON("Result", c.Result); err != nil {

@@ -26,7 +26,7 @@ import (
 //     none of its attempts is starting, running or in doubt; a unique
 //     partial index on attempts in doubt makes the guard hold between
 //     concurrent inserts too. MarkRunning is a state-guarded UPDATE.
-//   - Complete is the compare-and-swap of DESIGN §3.4 plus marking the
+//   - Complete is the compare-and-swap of cas.go plus marking the
 //     attempt won or lost: one statement (a data-modifying CTE) on
 //     PostgreSQL, one short immediate transaction of two statements on
 //     SQLite. With CompleteInTransaction it is instead a transaction of four
