@@ -80,7 +80,10 @@ func main() {
 		}
 		return string(out)
 	}
-	run(consumer, "mod", "tidy")
+	// What a user does: ask for the release (go get), then build. Not go
+	// mod tidy, which also resolves the tests of every dependency, modules
+	// that a module cache holds only if something once tested them.
+	run(consumer, "get", rootPath+"@"+version)
 	if out, want := run(consumer, "run", "."), "3 3 <nil>\n"; !strings.HasSuffix(out, want) {
 		t.Errorf("consumer printed %q, want %q", out, want)
 	}
