@@ -15,7 +15,8 @@ import (
 // a Store only persists, and enforces the invariants atomically in its
 // database, also against concurrent callers in other processes:
 //
-//   - at most one job per (Owner, Key);
+//   - at most one job per (Owner, Key), a job whose key ReplaceJob retired
+//     no longer holding it;
 //   - at most one attempt per job starting or unknown at any time, and no
 //     new attempt while one is, nor while one is running unless hedging was
 //     asked for, nor on a terminal job;
