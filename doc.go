@@ -79,6 +79,22 @@
 // accept no attempt ([ErrJobClosed]) and stay bound to their key: trying the
 // same thing again after a failure is a new intent, with a new key.
 //
+// # Reusing a key after failure
+//
+// Some clients retry with the same key after a failure, and expect a new
+// try rather than the failed job. [SubmitRequest.Reuse] opts in, per call:
+// under [KeyReuseAfterFailure] the same intent submitted under the key of a
+// failed job creates a new job under that key ([KeyReuseAfterFailureOrCancel]
+// frees the key of a cancelled job too). The old job keeps its ID, state,
+// attempts and outcome and is still read by [Manager.Get], with its original
+// Key and [Job.ReplacedBy] naming the new job; [Manager.GetByKey] returns the
+// new job, and [Manager.Replaced] the job it replaced. A job that is pending,
+// running or succeeded keeps its key, and a different intent is still
+// [ErrKeyConflict]: a key names one intent. Retiring the key and creating the
+// new job is one atomic step of the store ([Store.ReplaceJob]); concurrent
+// submits still make exactly one job. The default, [KeyReuseNever], is the
+// rule above.
+//
 // # Exactly one winner
 //
 // Every attempt remembers the job version it started from. Complete writes
@@ -117,8 +133,9 @@
 // page (store.go): the Manager validates, fingerprints and runs the state
 // machines, and a store only persists, enforcing the invariants atomically.
 // Each SQL dialect lives in one file, store_postgres.go and store_sqlite.go,
-// with the compare-and-swap of both side by side in cas.go. Package memstore
-// is an in-memory reference store for unit tests and for authors of other
+// with the compare-and-swap of both side by side in cas.go, and the key
+// retirement of both in keyreuse_store.go. Package memstore is an
+// in-memory reference store for unit tests and for authors of other
 // stores, package jobstest the conformance suite every store runs, package
 // faultstore a wrapper that injects faults, and package invariant the
 // checker of a store's rows.

@@ -53,6 +53,7 @@ type Event struct {
 	Duration  time.Duration // time spent in the store
 	Count     int64         // for EventPurged: jobs removed
 	Attempts  int64         // for EventPurged: attempts removed
+	Replaces  string        // for EventJobCreated by a key reuse: the job whose key the new one took
 }
 
 // Observer receives events. Observe is called synchronously on the caller's

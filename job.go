@@ -59,6 +59,13 @@ type Job struct {
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
 	ClosedAt  time.Time `json:"closed_at"` // zero until the job is terminal
+
+	// ReplacedBy names the job that took over this job's key, when this
+	// job failed or was cancelled and the same intent was submitted again
+	// under a KeyReuse policy that frees the key; empty otherwise. Key
+	// still reads the key this job was submitted with, but GetByKey
+	// returns the new job. See Manager.Replaced for the other direction.
+	ReplacedBy string `json:"replaced_by,omitempty"`
 }
 
 // SubmitRequest describes an intent. Owner and Key identify it; Kind,
@@ -80,6 +87,15 @@ type SubmitRequest struct {
 	// IntentFields (or none) is a conflict, never a silent guess. Params
 	// must then be a JSON object; a named member it lacks counts as absent.
 	IntentFields []string
+
+	// Reuse says whether the key may be taken back from its job when that
+	// job failed or was cancelled (see KeyReuse): the same intent then
+	// creates a new job under the key, which GetByKey returns from then
+	// on; the old job is kept as it was, with ReplacedBy naming the new
+	// one. The zero value, KeyReuseNever, keeps a key bound to its job
+	// until it is purged. A different intent is a key conflict whatever
+	// the policy. SubmitTx and SubmitPgxTx accept only KeyReuseNever.
+	Reuse KeyReuse
 }
 
 // Submit records the intent described by req, once. The first call for an
@@ -87,6 +103,12 @@ type SubmitRequest struct {
 // call with the same intent returns that same job with created == false and
 // writes nothing. Concurrent calls are resolved by the store's unique
 // constraint on (owner, key): all of them return the one job.
+//
+// With req.Reuse set, a key whose job failed (or was cancelled, as the
+// policy says) is taken back and bound to a new job for the same intent,
+// in one atomic step of the store: created is true, and the new job's ID
+// is new. Concurrent calls still return one job: exactly one of them
+// creates it. A job that is pending, running or succeeded keeps its key.
 //
 // Errors: ErrInvalidInput (nothing written), ErrKeyConflict when the key is
 // bound to a different kind, provider or params (the existing job is named
@@ -116,7 +138,13 @@ func (m *Manager) Submit(ctx context.Context, req SubmitRequest) (Job, bool, err
 // connection committed since tx read (SQLITE_BUSY_SNAPSHOT); begin tx with
 // the write lock (the _txlock=immediate connection parameter, as OpenSQLite's
 // handles do) to wait for the lock at BEGIN instead.
+//
+// SubmitTx takes back no key: a req.Reuse other than KeyReuseNever is
+// ErrInvalidInput, and nothing is written. Use Submit to reuse a key.
 func (m *Manager) SubmitTx(ctx context.Context, tx DBTX, req SubmitRequest) (Job, bool, error) {
+	if err := reuseInTx(req); err != nil {
+		return Job{}, false, err
+	}
 	return m.submit(ctx, req, func(ctx context.Context, j Job) (Job, bool, error) {
 		return m.store.CreateJobTx(ctx, tx, j)
 	})
@@ -132,7 +160,8 @@ func (m *Manager) SubmitTx(ctx context.Context, tx DBTX, req SubmitRequest) (Job
 // pool between the application and the store, open the store over
 // stdlib.OpenDBFromPool(pool). Other stores return an error matching
 // errors.ErrUnsupported, and a nil tx is ErrInvalidInput; neither writes
-// anything.
+// anything. As in SubmitTx, a req.Reuse other than KeyReuseNever is
+// ErrInvalidInput.
 //
 // SubmitTx cannot take a pgx.Tx: it has none of the methods of *sql.Tx
 // that SubmitTx uses, and database/sql's rows cannot be made from pgx's.
@@ -143,6 +172,9 @@ func (m *Manager) SubmitPgxTx(ctx context.Context, tx pgx.Tx, req SubmitRequest)
 	}
 	if tx == nil {
 		return Job{}, false, invalid("tx", "nil")
+	}
+	if err := reuseInTx(req); err != nil {
+		return Job{}, false, err
 	}
 	return m.submit(ctx, req, func(ctx context.Context, j Job) (Job, bool, error) {
 		return s.CreateJobPgxTx(ctx, tx, j)
@@ -180,6 +212,20 @@ func (m *Manager) submit(ctx context.Context, req SubmitRequest, create func(con
 	if err != nil {
 		return Job{}, false, err
 	}
+	var replaced string
+	if !created && got.Fingerprint == j.Fingerprint && req.Reuse.Frees(got.State) {
+		// The same intent, whose job ended without a result, under a
+		// policy that frees its key: retire the key and create j under it,
+		// once. Whoever holds the key afterwards is the answer.
+		old := got.ID
+		got, created, err = m.store.ReplaceJob(ctx, JobReplacement{OldID: old, From: req.Reuse.states(), New: j})
+		if err != nil {
+			return Job{}, false, err
+		}
+		if created {
+			replaced = old
+		}
+	}
 	if !created && got.Fingerprint != j.Fingerprint {
 		m.emit(ctx, Event{Type: EventKeyConflict, JobID: got.ID, Owner: req.Owner, Kind: req.Kind, Duration: time.Since(start)})
 		return Job{}, false, &KeyConflictError{Owner: req.Owner, Key: req.Key, JobID: got.ID}
@@ -188,7 +234,7 @@ func (m *Manager) submit(ctx context.Context, req SubmitRequest, create func(con
 	if created {
 		typ = EventJobCreated
 	}
-	m.emit(ctx, Event{Type: typ, JobID: got.ID, Owner: got.Owner, Kind: got.Kind, Provider: got.Provider, Duration: time.Since(start)})
+	m.emit(ctx, Event{Type: typ, JobID: got.ID, Owner: got.Owner, Kind: got.Kind, Provider: got.Provider, Replaces: replaced, Duration: time.Since(start)})
 	return got, created, nil
 }
 

@@ -15,7 +15,8 @@ import (
 // a Store only persists, and enforces the invariants atomically in its
 // database, also against concurrent callers in other processes:
 //
-//   - at most one job per (Owner, Key);
+//   - at most one job per (Owner, Key), a job whose key ReplaceJob retired
+//     no longer holding it;
 //   - at most one attempt per job starting or unknown at any time, and no
 //     new attempt while one is, nor while one is running unless hedging was
 //     asked for, nor on a terminal job;
@@ -52,6 +53,30 @@ type Store interface {
 	// its transaction again). Stores without such transactions return an
 	// error matching errors.ErrUnsupported.
 	CreateJobTx(ctx context.Context, tx DBTX, j Job) (job Job, created bool, err error)
+
+	// ReplaceJob is CreateJob for a key that may be bound to a job that
+	// ended without a result, which r.New is to replace. In one atomic
+	// step: if the job r.OldID still holds r.New's Owner and Key and is in
+	// one of the states r.From, its key is retired: the job then holds
+	// RetiredKey(r.New.Key, r.New.ID) instead, so that reading it returns
+	// Key r.New.Key and ReplacedBy r.New.ID, and JobByKey with that
+	// retired key finds it; nothing else of it changes (not its state,
+	// version, attempts, outcome or update time). r.New is then created as
+	// by CreateJob, and returned with created == true. Either both happen
+	// or neither does.
+	//
+	// Otherwise (the job is gone, holds the key no longer, or is in
+	// another state) nothing is retired, and ReplaceJob is CreateJob(r.New):
+	// it returns the job that holds the key now, or creates r.New if none
+	// does. So a job that is not in one of r.From, pending or running
+	// say, is returned as it is, with created == false. Of concurrent calls
+	// for one old job, at most one retires its key, and all return the
+	// job that then holds it. A call retires at most one job.
+	//
+	// It refuses with the *InputError of r.Check, writing nothing, an r
+	// without OldID or New.ID, or whose From is empty or names a state
+	// that is not terminal.
+	ReplaceJob(ctx context.Context, r JobReplacement) (job Job, created bool, err error)
 
 	// Job returns the job with the given ID, or ErrNotFound.
 	Job(ctx context.Context, id string) (Job, error)
@@ -178,6 +203,13 @@ type Store interface {
 	// or be blocked for long by, concurrent writers and other purgers, and
 	// must never delete an open job or a job with an open attempt.
 	PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, error)
+}
+
+// JobReplacement is the input of Store.ReplaceJob.
+type JobReplacement struct {
+	OldID string     // the job whose key New may take
+	From  []JobState // the states, all terminal, in which OldID gives up its key (one to three)
+	New   Job        // the job to create, as for CreateJob
 }
 
 // NewAttempt is the input of Store.CreateAttempt.

@@ -144,6 +144,7 @@ func scanJobAnd(sc scanner, extra ...any) (Job, error) {
 		j.Result = result
 	}
 	j.CompletedBy = completedBy.String
+	j.readKey()
 	return j, nil
 }
 

@@ -52,6 +52,9 @@ func (m *Manager) validateSubmit(req SubmitRequest) (json.RawMessage, error) {
 			return nil, err
 		}
 	}
+	if !req.Reuse.Valid() {
+		return nil, invalid("Reuse", "unknown policy %d", uint8(req.Reuse))
+	}
 	if len(req.Params) == 0 {
 		return nil, invalid("Params", "empty; use {} or null for none")
 	}

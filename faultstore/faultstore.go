@@ -33,6 +33,7 @@ type Method string
 const (
 	CreateJob       Method = "CreateJob"
 	CreateJobTx     Method = "CreateJobTx"
+	ReplaceJob      Method = "ReplaceJob"
 	Job             Method = "Job"
 	JobByKey        Method = "JobByKey"
 	Attempt         Method = "Attempt"
@@ -52,12 +53,12 @@ const (
 )
 
 // Methods lists every Method.
-var Methods = []Method{CreateJob, CreateJobTx, Job, JobByKey, ListJobs, CloseJob, Attempt, Attempts, CreateAttempt,
+var Methods = []Method{CreateJob, CreateJobTx, ReplaceJob, Job, JobByKey, ListJobs, CloseJob, Attempt, Attempts, CreateAttempt,
 	UpdateAttempt, CompleteAttempt, StaleAttempts, ClaimAttempt, RenewClaim, RecordVerification, Verifications, PurgeJobs}
 
 // writes are the methods that change the store; only they can commit and
 // then report an error.
-var writes = map[Method]bool{CreateJob: true, CreateJobTx: true, CreateAttempt: true, UpdateAttempt: true,
+var writes = map[Method]bool{CreateJob: true, CreateJobTx: true, ReplaceJob: true, CreateAttempt: true, UpdateAttempt: true,
 	CompleteAttempt: true, CloseJob: true, ClaimAttempt: true, RenewClaim: true, RecordVerification: true, PurgeJobs: true}
 
 // Config says how often and how a Store fails.
@@ -289,6 +290,15 @@ func (s *Store) CreateJobTx(ctx context.Context, tx jobs.DBTX, j jobs.Job) (jobs
 		return jobCreated{j, created}, err
 	})
 	return r.j, r.created, err
+}
+
+// ReplaceJob implements jobs.Store.
+func (s *Store) ReplaceJob(ctx context.Context, r jobs.JobReplacement) (jobs.Job, bool, error) {
+	c, err := call(s, ReplaceJob, func() (jobCreated, error) {
+		j, created, err := s.inner.ReplaceJob(ctx, r)
+		return jobCreated{j, created}, err
+	})
+	return c.j, c.created, err
 }
 
 // ListJobs implements jobs.Store.

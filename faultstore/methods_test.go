@@ -177,6 +177,14 @@ func methodCases() []methodCase {
 			}
 			return err
 		}, func(t *testing.T, inner jobs.Store, w *world) bool { return jobExists(t, inner, "o", "new") }},
+		{faultstore.ReplaceJob, func(ctx context.Context, s jobs.Store, w *world) error {
+			j := freshJob
+			j.Key = "cancelled"
+			_, _, err := s.ReplaceJob(ctx, jobs.JobReplacement{OldID: w.cancelled.ID, From: []jobs.JobState{jobs.JobCancelled}, New: j})
+			return err
+		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+			return mustJob(t, inner, w.cancelled.ID).ReplacedBy == freshJob.ID
+		}},
 		{faultstore.Job, func(ctx context.Context, s jobs.Store, w *world) error {
 			_, err := s.Job(ctx, w.running.ID)
 			return err

@@ -87,7 +87,11 @@ func Check(ctx context.Context, s jobs.Store) ([]Violation, error) {
 }
 
 // Check reports the violations within one snapshot:
-//   - more than one job per (owner, key);
+//   - more than one job per (owner, key), leaving out the jobs whose key
+//     was retired (ReplacedBy set), which hold it no more;
+//   - a retired key on a job that is not failed or cancelled, or whose
+//     replacing job, if still stored, has another owner, key or
+//     fingerprint, or was created before it;
 //   - a job whose completed_by is not one of its own succeeded attempts, or a
 //     succeeded job without a winner and a result, or a result on a job that
 //     did not succeed (a late result stored);
@@ -109,12 +113,27 @@ func (snap *Snapshot) Check() []Violation {
 		out = append(out, Violation{Rule: rule, JobID: jobID, Detail: fmt.Sprintf(format, args...)})
 	}
 	byKey := map[[2]string]string{}
+	byID := map[string]jobs.Job{}
 	for _, j := range snap.Jobs {
-		k := [2]string{j.Owner, j.Key}
-		if other, dup := byKey[k]; dup {
-			add("one-job-per-key", j.ID, "same owner and key as job %s", other)
+		byID[j.ID] = j
+	}
+	for _, j := range snap.Jobs {
+		if j.ReplacedBy != "" {
+			// A retired key: the job keeps its original Key, and no longer
+			// holds it.
+			if j.State != jobs.JobFailed && j.State != jobs.JobCancelled {
+				add("retired-key", j.ID, "job is %s but its key was taken over by job %s", j.State, j.ReplacedBy)
+			}
+			if n, ok := byID[j.ReplacedBy]; ok && (n.Owner != j.Owner || n.Key != j.Key || n.Fingerprint != j.Fingerprint || n.CreatedAt.Before(j.CreatedAt)) {
+				add("retired-key", j.ID, "replaced by job %s, which is not the same intent under the same key, created later", n.ID)
+			}
+		} else {
+			k := [2]string{j.Owner, j.Key}
+			if other, dup := byKey[k]; dup {
+				add("one-job-per-key", j.ID, "same owner and key as job %s", other)
+			}
+			byKey[k] = j.ID
 		}
-		byKey[k] = j.ID
 		if !j.State.Valid() {
 			add("valid-state", j.ID, "unknown job state %q", j.State)
 		}
@@ -190,7 +209,8 @@ func (snap *Snapshot) Check() []Violation {
 
 // CheckTransitions compares two snapshots of the same store, before and
 // after, and reports terminal jobs and attempts whose state or outcome
-// changed, provider references that changed once recorded, and jobs or
+// changed, provider references and retired keys (Job.ReplacedBy) that
+// changed once recorded, and jobs or
 // attempts that disappeared without being terminal. (Terminal jobs may
 // disappear: retention purges them.)
 func CheckTransitions(before, after *Snapshot) []Violation {
@@ -214,6 +234,8 @@ func CheckTransitions(before, after *Snapshot) []Violation {
 			out = append(out, Violation{"terminal-is-final", j.ID, fmt.Sprintf("terminal job changed: %s/v%d -> %s/v%d", j.State, j.Version, n.State, n.Version)})
 		case ok && n.Version < j.Version:
 			out = append(out, Violation{"version-grows", j.ID, fmt.Sprintf("version went back from %d to %d", j.Version, n.Version)})
+		case ok && j.ReplacedBy != "" && n.ReplacedBy != j.ReplacedBy:
+			out = append(out, Violation{"retired-is-final", j.ID, fmt.Sprintf("key retired for job %s, now %q", j.ReplacedBy, n.ReplacedBy)})
 		}
 		if !ok {
 			continue

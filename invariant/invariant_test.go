@@ -63,6 +63,13 @@ func healthySnapshot(t *testing.T) *invariant.Snapshot {
 	a = start(j)
 	must(m.MarkUnknown(ctx, a.ID, "timeout"))
 	must(m.CancelJob(ctx, j.ID, "stop"))
+	// failed, and its key taken over by a new job for the same intent
+	j = submit("reused")
+	must(m.FailJob(ctx, j.ID, "gave up"))
+	if n, created, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: "reused", Kind: "k", Provider: "p",
+		Params: json.RawMessage(`{}`), Reuse: jobs.KeyReuseAfterFailure}); err != nil || !created || n.ID == j.ID {
+		t.Fatalf("Submit with key reuse = %s, %v, %v; want a new job", n.ID, created, err)
+	}
 	// running
 	j = submit("running")
 	a = start(j)
@@ -96,6 +103,27 @@ func find(t *testing.T, s *invariant.Snapshot, key string) (int, []jobs.Attempt)
 	}
 	t.Fatalf("no job with key %s", key)
 	return 0, nil
+}
+
+// retired returns the index of the job whose key was taken over, and the
+// index of the job that took it.
+func retired(t *testing.T, s *invariant.Snapshot) (old, replacement int) {
+	t.Helper()
+	old, replacement = -1, -1
+	for i, j := range s.Jobs {
+		if j.ReplacedBy != "" {
+			old = i
+		}
+	}
+	for i, j := range s.Jobs {
+		if old >= 0 && j.ID == s.Jobs[old].ReplacedBy {
+			replacement = i
+		}
+	}
+	if old < 0 || replacement < 0 {
+		t.Fatal("no retired key in the snapshot")
+	}
+	return old, replacement
 }
 
 // TestCheckerCatchesCorruption feeds the checker snapshots corrupted in
@@ -171,6 +199,18 @@ func TestCheckerCatchesCorruption(t *testing.T) {
 			i, _ := find(t, s, "failed")
 			s.Jobs[i].ClosedAt = time.Time{}
 		}},
+		{"retired key counted as held", "one-job-per-key", func(t *testing.T, s *invariant.Snapshot) {
+			old, _ := retired(t, s)
+			s.Jobs[old].ReplacedBy = ""
+		}},
+		{"key retired from a succeeded job", "retired-key", func(t *testing.T, s *invariant.Snapshot) {
+			old, _ := retired(t, s)
+			s.Jobs[old].State = jobs.JobSucceeded
+		}},
+		{"key retired for another intent", "retired-key", func(t *testing.T, s *invariant.Snapshot) {
+			_, n := retired(t, s)
+			s.Jobs[n].Fingerprint = "other"
+		}},
 		{"base version from the future", "base-version", func(t *testing.T, s *invariant.Snapshot) {
 			i, as := find(t, s, "running")
 			as[0].BaseVersion = 99
@@ -233,6 +273,10 @@ func TestCheckTransitionsCatchesChanges(t *testing.T) {
 			i, as := find(t, s, "running")
 			as[0].ProviderRef = "another"
 			s.Attempts[s.Jobs[i].ID] = as
+		}},
+		{"retired key moved to another job", "retired-is-final", func(t *testing.T, s *invariant.Snapshot) {
+			old, _ := retired(t, s)
+			s.Jobs[old].ReplacedBy = "job_SOMEONE_ELSE"
 		}},
 		{"version went back", "version-grows", func(t *testing.T, s *invariant.Snapshot) {
 			i, _ := find(t, s, "running")

@@ -14,6 +14,9 @@
 //	POST, new key                      201 Created, Location, the Receipt
 //	POST, same key and request again   201 Created, same body, Idempotent-Replayed: true
 //	POST, same key, other request      422 (or 409 if configured), problem naming the key's job
+//	POST, same key and request again
+//	      after the job failed, with
+//	      Options.KeyReuse                 201 Created, a new job's Location and Receipt
 //	POST, no Idempotency-Key           400
 //	POST, key empty, > 255 bytes,
 //	      not printable ASCII          400
@@ -36,6 +39,12 @@
 // provider, params, creation time, location): the "original response" is
 // the job as created, however far it has progressed since. Its current
 // state is at the Location.
+//
+// By default a key stays bound to its job for good, failed or cancelled
+// included: a client that wants to try again after a failure sends a new
+// key. Options.KeyReuse lets the same request take the key back from a
+// failed (or cancelled) job instead, and create a new job under it; see
+// jobs.KeyReuse.
 //
 // # Waiting
 //

@@ -27,7 +27,8 @@ const (
 	// HeaderKeyRetention tells, in seconds, how long after a job is closed
 	// (succeeded, failed or cancelled) its idempotency key is still honoured;
 	// while the job is open its key always is. Within that time the same key
-	// always leads to the same job. Sent on every response to a POST.
+	// always leads to the same job, unless Options.KeyReuse frees the key of
+	// a job that failed. Sent on every response to a POST.
 	HeaderKeyRetention = "Idempotency-Key-Retention"
 )
 
@@ -80,12 +81,24 @@ type Options struct {
 	// server's WriteTimeout.
 	MaxWait time.Duration
 
+	// KeyReuse lets a POST take back the Idempotency-Key of a job that
+	// failed (jobs.KeyReuseAfterFailure), or failed or was cancelled
+	// (jobs.KeyReuseAfterFailureOrCancel): the same request then creates a
+	// new job under the key, answered 201 without Idempotent-Replayed and
+	// with the new job's Location, and later replays lead to the new job.
+	// The old job stays readable at its own location. A request with other
+	// params is still a key conflict. The zero value, jobs.KeyReuseNever,
+	// keeps a key bound to its job until the job is purged. New panics on
+	// a value that is not a policy.
+	KeyReuse jobs.KeyReuse
+
 	// Check, if set, vets a request before it is submitted (allowed kinds and
 	// providers, the shape of params). Its error is answered with 422 and
 	// its text as the problem's detail; nothing is written. It runs only for
-	// keys that have no job yet (the handler looks the key up first): a
-	// replay of an existing job is never checked again, so that a change of
-	// rules never keeps a client from the job it already has.
+	// keys that have no job yet, or whose job KeyReuse lets a new one
+	// replace (the handler looks the key up first): a replay of an existing
+	// job is never checked again, so that a change of rules never keeps a
+	// client from the job it already has.
 	Check func(r *http.Request, req jobs.SubmitRequest) error
 
 	// Created, if set, is called once for every job this handler creates
@@ -116,7 +129,8 @@ type Handler struct {
 }
 
 // New returns a Handler that submits and reads jobs through m. It panics if
-// opts.Owner is nil or opts.ConflictStatus is neither 0, 422 nor 409.
+// opts.Owner is nil, opts.ConflictStatus is neither 0, 422 nor 409, or
+// opts.KeyReuse is not one of the jobs.KeyReuse policies.
 func New(m *jobs.Manager, opts Options) *Handler {
 	if opts.Owner == nil {
 		panic("jobshttp: Options.Owner is required")
@@ -127,6 +141,9 @@ func New(m *jobs.Manager, opts Options) *Handler {
 	case http.StatusConflict, http.StatusUnprocessableEntity:
 	default:
 		panic(fmt.Sprintf("jobshttp: Options.ConflictStatus must be 422 or 409, not %d", opts.ConflictStatus))
+	}
+	if !opts.KeyReuse.Valid() {
+		panic(fmt.Sprintf("jobshttp: Options.KeyReuse %v is not a policy", opts.KeyReuse))
 	}
 	if opts.Challenge == "" {
 		opts.Challenge = "Bearer"
@@ -225,7 +242,7 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	if len(cr.Params) == 0 {
 		cr.Params = json.RawMessage("null")
 	}
-	req := jobs.SubmitRequest{Owner: owner, Key: key, Kind: cr.Kind, Provider: cr.Provider, Params: cr.Params}
+	req := jobs.SubmitRequest{Owner: owner, Key: key, Kind: cr.Kind, Provider: cr.Provider, Params: cr.Params, Reuse: h.opts.KeyReuse}
 	if !h.check(w, r, req) {
 		return
 	}
@@ -259,19 +276,20 @@ func (h *Handler) Create(w http.ResponseWriter, r *http.Request) {
 	h.writeJSON(w, http.StatusCreated, h.receipt(job))
 }
 
-// check runs Options.Check on a request whose key has no job yet, and
-// answers the request if it refuses. A key that already has its job is not
-// checked again: Submit answers it as a replay, or as a key conflict that
-// names the job. Had the check's rules changed since the job was created, a
-// client repeating its request would otherwise lose the way to its job.
+// check runs Options.Check on a request whose key has no job yet, or a job
+// that Options.KeyReuse lets a new one replace, and answers the request if
+// it refuses. A key that keeps its job is not checked again: Submit answers
+// it as a replay, or as a key conflict that names the job. Had the check's
+// rules changed since the job was created, a client repeating its request
+// would otherwise lose the way to its job.
 func (h *Handler) check(w http.ResponseWriter, r *http.Request, req jobs.SubmitRequest) bool {
 	if h.opts.Check == nil {
 		return true
 	}
-	switch _, err := h.m.GetByKey(r.Context(), req.Owner, req.Key); {
-	case err == nil:
+	switch j, err := h.m.GetByKey(r.Context(), req.Owner, req.Key); {
+	case err == nil && !req.Reuse.Frees(j.State):
 		return true
-	case !errors.Is(err, jobs.ErrNotFound):
+	case err != nil && !errors.Is(err, jobs.ErrNotFound):
 		h.submitError(w, r, err)
 		return false
 	}

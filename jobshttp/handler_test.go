@@ -678,8 +678,9 @@ func TestNewPanics(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, opts := range map[string]jobshttp.Options{
-		"no owner":   {},
-		"status 400": {Owner: bearerOwner, ConflictStatus: 400},
+		"no owner":    {},
+		"status 400":  {Owner: bearerOwner, ConflictStatus: 400},
+		"key reuse 9": {Owner: bearerOwner, KeyReuse: jobs.KeyReuse(9)},
 	} {
 		func() {
 			defer func() {

@@ -30,6 +30,7 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"DoubleClick", testDoubleClick},
 		{"SameIntent", testSameIntent},
 		{"KeyConflict", testKeyConflict},
+		{"KeyReuse", testKeyReuse},
 		{"OwnersAreSeparate", testOwnersAreSeparate},
 		{"InvalidInput", testInvalidInput},
 		{"CancelledContext", testCancelledContext},

@@ -18,7 +18,11 @@ func (s *Store) CreateJob(ctx context.Context, j jobs.Job) (jobs.Job, bool, erro
 		return jobs.Job{}, false, err
 	}
 	defer s.mu.Unlock()
+	return s.createJob(j)
+}
 
+// createJob is CreateJob with the lock held.
+func (s *Store) createJob(j jobs.Job) (jobs.Job, bool, error) {
 	// One job per (Owner, Key): a later call gets the job that exists,
 	// whatever it asks for (the Manager compares fingerprints), and
 	// writes nothing.
@@ -154,4 +158,43 @@ func (j *job) blocker(hedge bool) *attempt {
 		}
 	}
 	return nil
+}
+
+// ReplaceJob implements jobs.Store. The old job's key moves to its retired
+// form in the key index, where JobByKey finds it, and the new job takes
+// the key, under one lock: both or neither.
+func (s *Store) ReplaceJob(ctx context.Context, r jobs.JobReplacement) (jobs.Job, bool, error) {
+	if err := r.Check(); err != nil {
+		return jobs.Job{}, false, err
+	}
+	if err := checkJSON("Params", r.New.Params); err != nil {
+		return jobs.Job{}, false, err
+	}
+	if err := s.lock(ctx); err != nil {
+		return jobs.Job{}, false, err
+	}
+	defer s.mu.Unlock()
+
+	key := ownerKey{r.New.Owner, r.New.Key}
+	old, ok := s.keys[key]
+	if !ok || old.ID != r.OldID || !slices.Contains(r.From, old.State) {
+		// Nothing to retire: CreateJob's answer.
+		return s.createJob(r.New)
+	}
+	if err := checkNewID("ID", r.New.ID, s.jobs[r.New.ID] != nil); err != nil {
+		return jobs.Job{}, false, err
+	}
+	delete(s.keys, key)
+	old.ReplacedBy = r.New.ID
+	s.keys[old.storedKey()] = old
+	return s.createJob(r.New)
+}
+
+// storedKey is the key under which j is indexed: its own, or, once a new
+// job took it over, its retired form.
+func (j *job) storedKey() ownerKey {
+	if j.ReplacedBy != "" {
+		return ownerKey{j.Owner, jobs.RetiredKey(j.Key, j.ReplacedBy)}
+	}
+	return ownerKey{j.Owner, j.Key}
 }

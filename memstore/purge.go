@@ -58,7 +58,7 @@ func (s *Store) delete(j *job) {
 	for _, a := range j.tries {
 		delete(s.attempts, a.ID)
 	}
-	delete(s.keys, ownerKey{j.Owner, j.Key})
+	delete(s.keys, j.storedKey())
 	delete(s.jobs, j.ID)
 	if i, found := slices.BinarySearch(s.ids, j.ID); found {
 		s.ids = slices.Delete(s.ids, i, i+1)

@@ -54,15 +54,24 @@ func (c *cli) show(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		// The job whose key this one took over, if any (key reuse).
+		var replaces string
+		switch prev, err := m.Replaced(ctx, j.ID); {
+		case err == nil:
+			replaces = prev.ID
+		case !errors.Is(err, jobs.ErrNotFound):
+			return err
+		}
 		tl := timeline(j, as)
 		if c.json {
 			return c.printJSON(struct {
 				Job      jobs.Job       `json:"job"`
+				Replaces string         `json:"replaces,omitempty"`
 				Attempts []jobs.Attempt `json:"attempts"`
 				Timeline []step         `json:"timeline"`
-			}{j, as, tl})
+			}{j, replaces, as, tl})
 		}
-		c.printJob(j, as, tl)
+		c.printJob(j, replaces, as, tl)
 		return nil
 	})
 }
@@ -207,11 +216,17 @@ func plural(n int64, noun string) string {
 	return fmt.Sprintf("%d %ss", n, noun)
 }
 
-func (c *cli) printJob(j jobs.Job, as []jobs.Attempt, tl []step) {
+func (c *cli) printJob(j jobs.Job, replaces string, as []jobs.Attempt, tl []step) {
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "job\t%s\n", j.ID)
 	fmt.Fprintf(w, "state\t%s (version %d)\n", j.State, j.Version)
 	fmt.Fprintf(w, "owner / key\t%s / %s\n", j.Owner, j.Key)
+	if j.ReplacedBy != "" {
+		fmt.Fprintf(w, "replaced by\tjob %s, which holds the key now\n", j.ReplacedBy)
+	}
+	if replaces != "" {
+		fmt.Fprintf(w, "replaces\tjob %s, whose key it took over\n", replaces)
+	}
 	fmt.Fprintf(w, "kind / provider\t%s / %s\n", j.Kind, j.Provider)
 	fmt.Fprintf(w, "params\t%s\n", j.Params)
 	if j.CompletedBy != "" {

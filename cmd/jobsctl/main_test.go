@@ -287,6 +287,52 @@ func TestShow(t *testing.T) {
 	}
 }
 
+// show names both jobs of a key reused after a failure: the failed job
+// the one that took its key over, and that one the job it replaced.
+func TestShowReplaced(t *testing.T) {
+	t.Parallel()
+	for _, db := range databases(t) {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			m, err := jobs.New(db.store, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := jobs.SubmitRequest{Owner: "user-7", Key: "order-50", Kind: "charge", Provider: "stripe",
+				Params: json.RawMessage(`{"amount":1200}`), Reuse: jobs.KeyReuseAfterFailure}
+			old, _, err := m.Submit(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m.FailJob(ctx, old.ID, "card declined"); err != nil {
+				t.Fatal(err)
+			}
+			n, created, err := m.Submit(ctx, r)
+			if err != nil || !created {
+				t.Fatalf("Submit with key reuse = %v, %v", created, err)
+			}
+			jobsctl(t, nil, db.args("show", old.ID)...).want(t, 0, "user-7 / order-50", "replaced by      job "+n.ID)
+			byKey := jobsctl(t, nil, db.args("show", "--owner", "user-7", "--key", "order-50")...)
+			byKey.want(t, 0, n.ID, "replaces         job "+old.ID)
+			if strings.Contains(byKey.stdout, "replaced by") {
+				t.Errorf("the new job is shown as replaced:\n%s", byKey.stdout)
+			}
+			var got struct {
+				Job      jobs.Job
+				Replaces string
+			}
+			js := jobsctl(t, nil, db.args("--json", "show", n.ID)...)
+			js.want(t, 0)
+			if err := json.Unmarshal([]byte(js.stdout), &got); err != nil || got.Replaces != old.ID || got.Job.Key != "order-50" {
+				t.Errorf("show --json = %+v, %v; want replaces %s", got, err, old.ID)
+			}
+			// The invariant checker sees no duplicate key.
+			jobsctl(t, nil, db.args("check")...).want(t, 0)
+		})
+	}
+}
+
 func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 	t.Parallel()
 	for _, db := range databases(t) {

@@ -1,0 +1,364 @@
+package jobstest
+
+import (
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/intentjobs/jobs"
+)
+
+// reuseReq returns req("owner-1", key) under the key reuse policy r.
+func reuseReq(key string, r jobs.KeyReuse) jobs.SubmitRequest {
+	q := req("owner-1", key)
+	q.Reuse = r
+	return q
+}
+
+// jobIn returns a job under key in state s: pending, running (an attempt
+// running), succeeded, failed (given up) or cancelled.
+func (e *env) jobIn(key string, s jobs.JobState) jobs.Job {
+	e.t.Helper()
+	j := e.submit(req("owner-1", key))
+	var err error
+	switch s {
+	case jobs.JobPending:
+		return j
+	case jobs.JobRunning:
+		e.running(j.ID)
+	case jobs.JobSucceeded:
+		a := e.start(j.ID, "")
+		_, err = e.m.Complete(e.ctx, a.ID, json.RawMessage(`{"ok":true}`))
+	case jobs.JobFailed:
+		a := e.start(j.ID, "")
+		if _, err = e.m.Fail(e.ctx, a.ID, "declined"); err == nil {
+			_, err = e.m.FailJob(e.ctx, j.ID, "gave up")
+		}
+	case jobs.JobCancelled:
+		_, err = e.m.CancelJob(e.ctx, j.ID, "stop")
+	}
+	if err != nil {
+		e.t.Fatalf("job in state %s: %v", s, err)
+	}
+	return e.job(j.ID)
+}
+
+// testKeyReuse: under a KeyReuse policy, the same intent submitted again
+// after its job failed (or was cancelled, as the policy says) creates a new
+// job under the key, and only then. The old job stays as it was, readable
+// by ID with its original key and naming its replacement; GetByKey returns
+// the new job. Everything else is as without a policy.
+func testKeyReuse(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	t.Run("Policies", func(t *testing.T) {
+		t.Parallel()
+		ev := &events{}
+		e := setup(t, newStore, func(o *jobs.Options) { o.Observer = ev })
+		for _, tc := range []struct {
+			name    string
+			state   jobs.JobState
+			reuse   jobs.KeyReuse
+			replace bool
+		}{
+			{"failed, after failure", jobs.JobFailed, jobs.KeyReuseAfterFailure, true},
+			{"failed, after failure or cancel", jobs.JobFailed, jobs.KeyReuseAfterFailureOrCancel, true},
+			{"cancelled, after failure or cancel", jobs.JobCancelled, jobs.KeyReuseAfterFailureOrCancel, true},
+			{"cancelled, after failure", jobs.JobCancelled, jobs.KeyReuseAfterFailure, false},
+			{"failed, never", jobs.JobFailed, jobs.KeyReuseNever, false},
+			{"cancelled, never", jobs.JobCancelled, jobs.KeyReuseNever, false},
+			{"succeeded", jobs.JobSucceeded, jobs.KeyReuseAfterFailureOrCancel, false},
+			{"pending", jobs.JobPending, jobs.KeyReuseAfterFailureOrCancel, false},
+			{"running", jobs.JobRunning, jobs.KeyReuseAfterFailureOrCancel, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				e := e.with(t)
+				key := "reuse-" + randomHex(4)
+				old := e.jobIn(key, tc.state)
+				before := e.countJobs()
+				got, created, err := e.m.Submit(e.ctx, reuseReq(key, tc.reuse))
+				if err != nil {
+					t.Fatalf("Submit = %v", err)
+				}
+				if !tc.replace {
+					if created || got.ID != old.ID {
+						t.Fatalf("Submit = %s, created=%v; want the %s job %s, created=false", got.ID, created, tc.state, old.ID)
+					}
+					if diff := cmp.Diff(old, e.job(old.ID)); diff != "" {
+						t.Errorf("the %s job changed (-before +after):\n%s", tc.state, diff)
+					}
+					if n := e.countJobs(); n != before {
+						t.Errorf("%d jobs after Submit, want %d", n, before)
+					}
+					return
+				}
+				if !created || got.ID == old.ID || got.State != jobs.JobPending || got.Key != key || got.ReplacedBy != "" || got.Attempts != 0 {
+					t.Fatalf("Submit = %+v, created=%v; want a new pending job under the key", got, created)
+				}
+				// The old job: as it was, its key retired for the new one.
+				want := old
+				want.ReplacedBy = got.ID
+				if diff := cmp.Diff(want, e.job(old.ID)); diff != "" {
+					t.Errorf("the retired job (-want +got):\n%s", diff)
+				}
+				if byKey, err := e.m.GetByKey(e.ctx, "owner-1", key); err != nil || byKey.ID != got.ID {
+					t.Errorf("GetByKey = %s, %v; want the new job %s", byKey.ID, err, got.ID)
+				}
+				if r, err := e.m.Replaced(e.ctx, got.ID); err != nil || r.ID != old.ID || r.Key != key {
+					t.Errorf("Replaced(new) = %s (key %q), %v; want %s", r.ID, r.Key, err, old.ID)
+				}
+				if n := e.countJobs(); n != before+1 {
+					t.Errorf("%d jobs after the reuse, want %d", n, before+1)
+				}
+				// The same request again is a replay of the new job.
+				again, created, err := e.m.Submit(e.ctx, reuseReq(key, tc.reuse))
+				if err != nil || created || again.ID != got.ID {
+					t.Errorf("the same Submit again = %s, created=%v, %v; want the new job %s", again.ID, created, err, got.ID)
+				}
+				if !ev.has(jobs.Event{Type: jobs.EventJobCreated, JobID: got.ID, Replaces: old.ID}) {
+					t.Errorf("no %s event names job %s as replaced by %s", jobs.EventJobCreated, old.ID, got.ID)
+				}
+			})
+		}
+		e.checkInvariants()
+	})
+
+	t.Run("OtherIntentConflicts", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, newStore)
+		old := e.jobIn("k", jobs.JobFailed)
+		r := reuseReq("k", jobs.KeyReuseAfterFailureOrCancel)
+		r.Params = json.RawMessage(`{"amount":1300,"currency":"eur"}`)
+		_, _, err := e.m.Submit(e.ctx, r)
+		var kc *jobs.KeyConflictError
+		if !errors.Is(err, jobs.ErrKeyConflict) || !errors.As(err, &kc) || kc.JobID != old.ID {
+			t.Fatalf("Submit of another intent = %v; want a key conflict naming %s", err, old.ID)
+		}
+		if diff := cmp.Diff(old, e.job(old.ID)); diff != "" {
+			t.Errorf("the failed job changed (-before +after):\n%s", diff)
+		}
+		if n := e.countJobs(); n != 1 {
+			t.Errorf("%d jobs, want 1", n)
+		}
+	})
+
+	t.Run("Chain", func(t *testing.T) {
+		t.Parallel()
+		// Each failure frees the key once more; each call retires one job.
+		e := setup(t, newStore)
+		first := e.jobIn("k", jobs.JobFailed)
+		second, _, err := e.m.Submit(e.ctx, reuseReq("k", jobs.KeyReuseAfterFailure))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.m.FailJob(e.ctx, second.ID, "gave up again"); err != nil {
+			t.Fatal(err)
+		}
+		third, created, err := e.m.Submit(e.ctx, reuseReq("k", jobs.KeyReuseAfterFailure))
+		if err != nil || !created || third.ID == second.ID || third.ID == first.ID {
+			t.Fatalf("second reuse = %s, created=%v, %v; want a third job", third.ID, created, err)
+		}
+		for _, link := range []struct{ old, by jobs.Job }{{first, second}, {second, third}} {
+			if got := e.job(link.old.ID); got.ReplacedBy != link.by.ID || got.Key != "k" || got.State != jobs.JobFailed {
+				t.Errorf("job %s: ReplacedBy %q, key %q, %s; want replaced by %s, key k, failed", got.ID, got.ReplacedBy, got.Key, got.State, link.by.ID)
+			}
+			if r, err := e.m.Replaced(e.ctx, link.by.ID); err != nil || r.ID != link.old.ID {
+				t.Errorf("Replaced(%s) = %s, %v; want %s", link.by.ID, r.ID, err, link.old.ID)
+			}
+		}
+		if _, err := e.m.Replaced(e.ctx, first.ID); !errors.Is(err, jobs.ErrNotFound) {
+			t.Errorf("Replaced(first) = %v; want ErrNotFound", err)
+		}
+		if n := e.countJobs(); n != 3 {
+			t.Errorf("%d jobs, want 3", n)
+		}
+		e.checkInvariants()
+	})
+
+	t.Run("Concurrent", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, newStore)
+		old := e.jobIn("k", jobs.JobFailed)
+		const n = 32
+		ids := make([]string, n)
+		created := make([]bool, n)
+		errs := make([]error, n)
+		release(n, func(i int) {
+			var j jobs.Job
+			j, created[i], errs[i] = e.m.Submit(e.ctx, reuseReq("k", jobs.KeyReuseAfterFailure))
+			ids[i] = j.ID
+		})
+		nCreated := 0
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("Submit %d: %v", i, errs[i])
+			}
+			if ids[i] != ids[0] || ids[i] == old.ID {
+				t.Fatalf("Submit %d returned job %s, Submit 0 %s (the failed job is %s)", i, ids[i], ids[0], old.ID)
+			}
+			if created[i] {
+				nCreated++
+			}
+		}
+		if nCreated != 1 {
+			t.Errorf("%d of %d concurrent reuses reported created, want 1", nCreated, n)
+		}
+		if got := e.countJobs(); got != 2 {
+			t.Errorf("%d jobs after %d concurrent reuses, want 2", got, n)
+		}
+		if got := e.job(old.ID); got.ReplacedBy != ids[0] {
+			t.Errorf("the failed job is replaced by %q, want %s", got.ReplacedBy, ids[0])
+		}
+		e.checkInvariants()
+	})
+
+	t.Run("RefusedInput", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, newStore)
+		old := e.jobIn("failed", jobs.JobFailed)
+		var tx *sql.Tx
+		if s, ok := e.store.(interface{ DB() *sql.DB }); ok {
+			var err error
+			if tx, err = s.DB().BeginTx(e.ctx, nil); err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback()
+		}
+		for _, tc := range []struct {
+			name   string
+			submit func() error
+		}{
+			{"unknown policy, new key", func() error {
+				_, _, err := e.m.Submit(e.ctx, reuseReq("new", jobs.KeyReuse(9)))
+				return err
+			}},
+			{"unknown policy, failed job", func() error {
+				_, _, err := e.m.Submit(e.ctx, reuseReq("failed", jobs.KeyReuse(3)))
+				return err
+			}},
+			{"SubmitTx, new key", func() error {
+				_, _, err := e.m.SubmitTx(e.ctx, tx, reuseReq("new", jobs.KeyReuseAfterFailure))
+				return err
+			}},
+			{"SubmitTx, failed job", func() error {
+				_, _, err := e.m.SubmitTx(e.ctx, tx, reuseReq("failed", jobs.KeyReuseAfterFailureOrCancel))
+				return err
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				var ie *jobs.InputError
+				if err := tc.submit(); !errors.Is(err, jobs.ErrInvalidInput) || !errors.As(err, &ie) || ie.Field != "Reuse" {
+					t.Fatalf("got %v; want an *InputError for Reuse", err)
+				}
+			})
+		}
+		if tx != nil {
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if diff := cmp.Diff(old, e.job(old.ID)); diff != "" {
+			t.Errorf("the failed job changed (-before +after):\n%s", diff)
+		}
+		if n := e.countJobs(); n != 1 {
+			t.Errorf("%d jobs after refused submits, want 1", n)
+		}
+	})
+
+	t.Run("StoreContract", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t, newStore)
+		old := e.jobIn("k", jobs.JobFailed)
+		running := e.jobIn("busy", jobs.JobRunning)
+		fresh := func(id, key string) jobs.Job {
+			return jobs.Job{ID: id, Owner: "owner-1", Key: key, Kind: old.Kind, Provider: old.Provider, Params: old.Params,
+				Fingerprint: old.Fingerprint, State: jobs.JobPending, Version: 1, CreatedAt: old.CreatedAt, UpdatedAt: old.CreatedAt}
+		}
+		failed := []jobs.JobState{jobs.JobFailed}
+		for _, tc := range []struct {
+			name string
+			r    jobs.JobReplacement
+		}{
+			{"no old job", jobs.JobReplacement{From: failed, New: fresh("job_NEW1", "k")}},
+			{"no new ID", jobs.JobReplacement{OldID: old.ID, From: failed, New: fresh("", "k")}},
+			{"new ID is the old one", jobs.JobReplacement{OldID: old.ID, From: failed, New: fresh(old.ID, "k")}},
+			{"no states", jobs.JobReplacement{OldID: old.ID, New: fresh("job_NEW1", "k")}},
+			{"an open state", jobs.JobReplacement{OldID: old.ID, From: []jobs.JobState{jobs.JobFailed, jobs.JobRunning}, New: fresh("job_NEW1", "k")}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				if _, _, err := e.store.ReplaceJob(e.ctx, tc.r); !errors.Is(err, jobs.ErrInvalidInput) {
+					t.Errorf("ReplaceJob = %v; want ErrInvalidInput", err)
+				}
+			})
+		}
+		// A new job that cannot be stored (its ID is taken) retires
+		// nothing: both or neither.
+		if _, _, err := e.store.ReplaceJob(e.ctx, jobs.JobReplacement{OldID: old.ID, From: failed, New: fresh(running.ID, "k")}); err == nil {
+			t.Error("ReplaceJob with a taken ID succeeded")
+		}
+		if diff := cmp.Diff(old, e.job(old.ID)); diff != "" {
+			t.Errorf("a refused ReplaceJob changed the old job (-before +after):\n%s", diff)
+		}
+		// A job not in From keeps its key: CreateJob's answer.
+		got, created, err := e.store.ReplaceJob(e.ctx, jobs.JobReplacement{OldID: running.ID, From: failed, New: fresh("job_NEW2", "busy")})
+		if err != nil || created || got.ID != running.ID || got.ReplacedBy != "" {
+			t.Errorf("ReplaceJob of a running job = %s, created=%v, %v; want it unchanged", got.ID, created, err)
+		}
+		if n := e.countJobs(); n != 2 {
+			t.Errorf("%d jobs, want 2", n)
+		}
+		// The retired key is found by JobByKey, the key by the new job.
+		got, created, err = e.store.ReplaceJob(e.ctx, jobs.JobReplacement{OldID: old.ID, From: failed, New: fresh("job_NEW3", "k")})
+		if err != nil || !created || got.ID != "job_NEW3" {
+			t.Fatalf("ReplaceJob = %s, created=%v, %v; want job_NEW3 created", got.ID, created, err)
+		}
+		if r, err := e.store.JobByKey(e.ctx, "owner-1", jobs.RetiredKey("k", "job_NEW3")); err != nil || r.ID != old.ID || r.Key != "k" || r.ReplacedBy != "job_NEW3" {
+			t.Errorf("JobByKey(retired key) = %+v, %v; want job %s, key k, replaced by job_NEW3", r, err, old.ID)
+		}
+		// Again, for the same old job: it holds the key no more.
+		got, created, err = e.store.ReplaceJob(e.ctx, jobs.JobReplacement{OldID: old.ID, From: failed, New: fresh("job_NEW4", "k")})
+		if err != nil || created || got.ID != "job_NEW3" {
+			t.Errorf("ReplaceJob again = %s, created=%v, %v; want job_NEW3, not created", got.ID, created, err)
+		}
+	})
+
+	t.Run("PurgeRetired", func(t *testing.T) {
+		t.Parallel()
+		// Purging the retired job leaves its replacement and the key.
+		e := setup(t, newStore)
+		old := e.jobIn("k", jobs.JobFailed)
+		n, _, err := e.m.Submit(e.ctx, reuseReq("k", jobs.KeyReuseAfterFailure))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(2 * time.Hour)
+		if res, err := e.m.Purge(e.ctx, jobs.PurgeOptions{Retention: time.Hour}); err != nil || res.Jobs != 1 {
+			t.Fatalf("Purge = %+v, %v; want the failed job purged", res, err)
+		}
+		if _, err := e.m.Get(e.ctx, old.ID); !errors.Is(err, jobs.ErrNotFound) {
+			t.Errorf("Get(retired job) after purge = %v; want ErrNotFound", err)
+		}
+		if got, err := e.m.GetByKey(e.ctx, "owner-1", "k"); err != nil || got.ID != n.ID {
+			t.Errorf("GetByKey after purge = %s, %v; want %s", got.ID, err, n.ID)
+		}
+		if _, err := e.m.Replaced(e.ctx, n.ID); !errors.Is(err, jobs.ErrNotFound) {
+			t.Errorf("Replaced after purge = %v; want ErrNotFound", err)
+		}
+		e.checkInvariants()
+	})
+}
+
+// has reports whether an event with want's Type, JobID and Replaces was
+// observed.
+func (ev *events) has(want jobs.Event) bool {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	for _, e := range ev.all {
+		if e.Type == want.Type && e.JobID == want.JobID && e.Replaces == want.Replaces {
+			return true
+		}
+	}
+	return false
+}
