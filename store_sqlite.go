@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -33,6 +34,21 @@ type SQLiteStore struct {
 	sqlHandles
 	queue       *writeQueue         // OpenSQLite's files: writers wait here for their turn
 	onWriteWait func(time.Duration) // see ObserveWriteWait
+
+	creatingMu sync.Mutex
+	creating   map[ownerKey]*creation // CreateJob's writes under way, by owner and key
+}
+
+// ownerKey is a job's owner and key.
+type ownerKey struct{ owner, key string }
+
+// creation is a CreateJob's write under way, which concurrent calls with
+// the same owner and key wait for instead of writing too.
+type creation struct {
+	done    chan struct{} // closed when job and err are set
+	waiters int           // calls waiting for it (under SQLiteStore.creatingMu)
+	job     Job
+	err     error
 }
 
 // sqliteSettings are the connection settings OpenSQLite uses, unless the
@@ -371,14 +387,59 @@ const (
 
 // CreateJob implements Store. Reads are cheap and concurrent and writes
 // are serialised, so it looks for a replay through the reader pool before
-// it queues for the write lock.
+// it queues for the write lock. Of concurrent calls of this store with one
+// owner and key that all found no job, only the first writes; the others
+// wait for it and return the job it created or found (a copy each), and
+// write themselves only if it failed. A storm of duplicates costs one
+// write, not one per caller in line for the lock.
 func (s *SQLiteStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	got, err := s.JobByKey(ctx, j.Owner, j.Key)
 	if !errors.Is(err, ErrNotFound) {
 		return got, false, err
 	}
+	k := ownerKey{j.Owner, j.Key}
+	s.creatingMu.Lock()
+	if c := s.creating[k]; c != nil {
+		c.waiters++
+		s.creatingMu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return Job{}, false, s.interpret("create job", ctx.Err())
+		}
+		if c.err == nil {
+			got := c.job
+			got.Params, got.Result = slices.Clone(got.Params), slices.Clone(got.Result)
+			return got, false, nil
+		}
+		// The first failed (its ctx ended, say): write in this call's turn.
+		return s.writeJob(ctx, j)
+	}
+	c := &creation{done: make(chan struct{})}
+	if s.creating == nil {
+		s.creating = map[ownerKey]*creation{}
+	}
+	s.creating[k] = c
+	s.creatingMu.Unlock()
+	got, created, err := s.writeJob(ctx, j)
+	c.job, c.err = got, err
+	s.creatingMu.Lock()
+	delete(s.creating, k)
+	shared := c.waiters > 0
+	s.creatingMu.Unlock()
+	close(c.done)
+	if shared {
+		// The waiters copy c.job; this call's caller gets a copy of its own.
+		got.Params, got.Result = slices.Clone(got.Params), slices.Clone(got.Result)
+	}
+	return got, created, err
+}
+
+// writeJob is CreateJob's write, in its turn.
+func (s *SQLiteStore) writeJob(ctx context.Context, j Job) (Job, bool, error) {
+	var got Job
 	var created bool
-	err = s.writeOne(ctx, "create job", func() (err error) {
+	err := s.writeOne(ctx, "create job", func() (err error) {
 		got, created, err = s.createJob(ctx, s.db, j)
 		return err
 	})
