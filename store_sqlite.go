@@ -104,6 +104,8 @@ const (
 // OpenSQLite needs cgo (the driver is mattn/go-sqlite3); built without it,
 // it returns an error, and NewSQLiteStore serves a database opened with a
 // pure-Go driver.
+// Built with cgo, the package sets SQLite's page caches to allocate no
+// pages up front, process-wide, when it loads (see store_sqlite_cgo.go).
 func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLiteStore, error) {
 	if sqliteDriverName == "" {
 		return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: "OpenSQLite needs cgo " +
