@@ -395,8 +395,7 @@ const (
 // write themselves only if it failed. A storm of duplicates costs one
 // write, not one per caller in line for the lock.
 func (s *SQLiteStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
-	got, err := s.JobByKey(ctx, j.Owner, j.Key)
-	if !errors.Is(err, ErrNotFound) {
+	if got, found, err := s.jobByKeyIfAny(ctx, j.Owner, j.Key); found || err != nil {
 		return got, false, err
 	}
 	k := ownerKey{j.Owner, j.Key}
@@ -435,6 +434,24 @@ func (s *SQLiteStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 		got.Params, got.Result = slices.Clone(got.Params), slices.Clone(got.Result)
 	}
 	return got, created, err
+}
+
+// jobByKeyIfAny is JobByKey for CreateJob, through the reader pool: a
+// miss, the common case of a new key, scans nothing.
+func (s *SQLiteStore) jobByKeyIfAny(ctx context.Context, owner, key string) (Job, bool, error) {
+	rows, err := s.rdb.QueryContext(ctx, sqliteJobByKey, owner, key)
+	if err != nil {
+		return Job{}, false, s.interpret("get job by key", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return Job{}, false, s.interpret("get job by key", rows.Err())
+	}
+	j, err := scanJob(rows)
+	if err != nil {
+		return Job{}, false, s.interpret("get job by key", err)
+	}
+	return j, true, nil
 }
 
 // writeJob is CreateJob's write, in its turn.
