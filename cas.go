@@ -138,10 +138,14 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 //     lock tells a loser who won. Every write that takes both locks takes
 //     them in this order; Purge never waits for either (SKIP LOCKED).
 //   - SQLite runs it in one immediate transaction (BEGIN IMMEDIATE takes
-//     the database's write lock first): it reads the attempt, runs the
-//     guarded UPDATE of the job (sqliteCompleteJob), reads the job again if
-//     it was refused, and moves the attempt. No other writer can run in
-//     between, so what the transaction read is what it changes.
+//     the database's write lock first): it reads the attempt with its
+//     claim, and its job, runs the guarded UPDATE of the job
+//     (sqliteCompleteJob), and moves the attempt. No other writer can run
+//     in between, so what the transaction read is what it changes: a
+//     refused UPDATE leaves the job as it was read, which names the winner
+//     to a loser, and a Cancel either committed before the read (the
+//     attempt is then found closed, or its job not running) or waits for
+//     the transaction to end.
 //
 // The conformance suite (jobstest) races 32 Completes of one job on every
 // store and checks one winner and 31 losers naming it, and that finishing
@@ -214,9 +218,8 @@ SELECT j.*, att.* FROM j, att WHERE NOT EXISTS (SELECT 1 FROM won)`
 // sqliteCompleteJob is the compare-and-swap step of Complete on SQLite,
 // run in the immediate transaction of SQLiteStore.CompleteAttempt with the
 // attempt's job (?1), BaseVersion (?2), the result (?3), the attempt (?4)
-// and the time (?5). It returns the completed job, or no row when the job
-// is not at that version, has a winner or is not running.
+// and the time (?5). It changes the job's row, or nothing when the job is
+// not at that version, has a winner or is not running.
 const sqliteCompleteJob = `UPDATE jobs SET state = 'succeeded', result = ?3, completed_by = ?4, version = version + 1,
                 updated_at = ?5, closed_at = ?5
- WHERE id = ?1 AND version = ?2 AND completed_by IS NULL AND state = 'running'
-RETURNING ` + jobCols
+ WHERE id = ?1 AND version = ?2 AND completed_by IS NULL AND state = 'running'`

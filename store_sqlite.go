@@ -7,11 +7,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/url"
-	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -33,6 +34,21 @@ type SQLiteStore struct {
 	sqlHandles
 	queue       *writeQueue         // OpenSQLite's files: writers wait here for their turn
 	onWriteWait func(time.Duration) // see ObserveWriteWait
+
+	creatingMu sync.Mutex
+	creating   map[ownerKey]*creation // CreateJob's writes under way, by owner and key
+}
+
+// ownerKey is a job's owner and key.
+type ownerKey struct{ owner, key string }
+
+// creation is a CreateJob's write under way, which concurrent calls with
+// the same owner and key wait for instead of writing too.
+type creation struct {
+	done    chan struct{} // closed when job and err are set
+	waiters int           // calls waiting for it (under SQLiteStore.creatingMu)
+	job     Job
+	err     error
 }
 
 // sqliteSettings are the connection settings OpenSQLite uses, unless the
@@ -88,6 +104,8 @@ const (
 // OpenSQLite needs cgo (the driver is mattn/go-sqlite3); built without it,
 // it returns an error, and NewSQLiteStore serves a database opened with a
 // pure-Go driver.
+// Built with cgo, the package sets SQLite's page caches to allocate no
+// pages up front, process-wide, when it loads (see store_sqlite_cgo.go).
 func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLiteStore, error) {
 	if sqliteDriverName == "" {
 		return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: "OpenSQLite needs cgo " +
@@ -223,7 +241,7 @@ func (s *SQLiteStore) Dialect() string { return "sqlite" }
 
 // Close closes the database handles the store opened itself. Handles
 // passed in by the caller are left open.
-func (s *SQLiteStore) Close() error { return s.closeOwned() }
+func (s *SQLiteStore) Close() error { return errors.Join(s.closeOwned(), s.queue.close()) }
 
 // migrateBusyBudget bounds how long the migration retries a database that
 // stays busy, when ctx has no deadline of its own.
@@ -259,11 +277,21 @@ func (s *SQLiteStore) AppliedMigrations(ctx context.Context) ([]AppliedMigration
 // The statements, in the order of the methods below. Times are Unix
 // microseconds; parameters are numbered (?1, ?2, …), so that one can appear
 // twice.
+//
+// SQLite evaluates an IN list of three or more values, constants or
+// parameters, through a transient table it builds for each execution, and
+// a RETURNING clause through another: each costs a page cache of its own
+// and several allocations. The statements of the hot paths therefore spell
+// such lists as comparisons joined by OR, and write without RETURNING where
+// the store knows what it wrote. (The CHECK constraints and the predicate
+// of job_attempts_stale_idx keep their IN lists: StaleAttempts repeats that
+// predicate word for word, so that SQLite uses the index.)
 const (
+	// CreateJob's insert writes nothing for a key that is taken; the job
+	// it writes is the one given, so it returns nothing.
 	sqliteCreateJob = `INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', 1, ?8, ?8)
-    ON CONFLICT (owner, idempotency_key) DO NOTHING
-    RETURNING ` + jobCols
+    ON CONFLICT (owner, idempotency_key) DO NOTHING`
 
 	sqliteJobByID   = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1`
 	sqliteJobByKey  = `SELECT ` + jobCols + ` FROM jobs WHERE owner = ?1 AND idempotency_key = ?2`
@@ -275,11 +303,16 @@ const (
 	sqliteCloseJob = `UPDATE jobs SET state = ?2, version = version + 1, reason = ?3, updated_at = ?4, closed_at = ?4
     WHERE id = ?1 AND state IN ('pending', 'running')
       AND (NOT ?5 OR NOT EXISTS (SELECT 1 FROM job_attempts a
-                                 WHERE a.job_id = ?1 AND a.state IN ('starting', 'running', 'unknown')))
+                                 WHERE a.job_id = ?1 AND (a.state = 'starting' OR a.state = 'running' OR a.state = 'unknown')))
     RETURNING ` + jobCols
 
 	sqliteAttemptByID = `SELECT ` + attemptCols + ` FROM job_attempts WHERE id = ?1`
-	sqliteAttempts    = `SELECT ` + attemptCols + ` FROM job_attempts WHERE job_id = ?1 ORDER BY seq`
+	// Complete's read of the attempt with its claim. (Read together with
+	// its job in one statement, through a join, costs the driver some 120
+	// more allocations than two reads: it does not keep the join's column
+	// names and types between executions.)
+	sqliteAttemptAndClaim = `SELECT ` + attemptCols + `, claim_token FROM job_attempts WHERE id = ?1`
+	sqliteAttempts        = `SELECT ` + attemptCols + ` FROM job_attempts WHERE job_id = ?1 ORDER BY seq`
 
 	// StartAttempt's guard and count on the job row: the job must be open
 	// and no attempt may be in doubt (nor running, unless ?4 allows a
@@ -296,7 +329,7 @@ const (
     RETURNING ` + attemptCols
 
 	sqliteBlocker = `SELECT id, state FROM job_attempts
-    WHERE job_id = ?1 AND state IN ('starting', 'unknown', 'running')
+    WHERE job_id = ?1 AND (state = 'starting' OR state = 'unknown' OR state = 'running')
     ORDER BY CASE state WHEN 'running' THEN 1 ELSE 0 END, seq LIMIT 1`
 
 	sqliteOtherInDoubt = `SELECT id, state FROM job_attempts
@@ -309,9 +342,15 @@ const (
         reason       = CASE WHEN ?4 = '' THEN reason ELSE ?4 END,
         updated_at   = ?5,
         finished_at  = CASE WHEN ?6 THEN ?5 ELSE finished_at END
-    WHERE id = ?1 AND state IN (?7, ?8, ?9) AND (?3 = '' OR provider_ref = '')
+    WHERE id = ?1 AND (state = ?7 OR state = ?8 OR state = ?9) AND (?3 = '' OR provider_ref = '')
       AND (?10 = '' OR claim_token = ?10)
     RETURNING ` + attemptCols
+
+	// Complete's last step, the attempt's fate, once its transaction has
+	// read the attempt open (in state ?5) and claimed as the call asks.
+	sqliteFinishAttempt = `UPDATE job_attempts SET state = ?2, reason = CASE WHEN ?3 = '' THEN reason ELSE ?3 END,
+        updated_at = ?4, finished_at = ?4
+    WHERE id = ?1 AND state = ?5`
 
 	// Served by job_attempts_stale_idx (updated_at, claimed_until; partial
 	// on open states).
@@ -342,7 +381,7 @@ const (
 	// store_postgres.go.
 	sqlitePurgeable = `closed_at IS NOT NULL AND closed_at < ?1
       AND NOT EXISTS (SELECT 1 FROM job_attempts a
-                      WHERE a.job_id = jobs.id AND a.state IN ('starting', 'running', 'unknown'))`
+                      WHERE a.job_id = jobs.id AND (a.state = 'starting' OR a.state = 'running' OR a.state = 'unknown'))`
 
 	sqlitePurgeCandidates = `SELECT id FROM jobs WHERE ` + sqlitePurgeable + ` ORDER BY closed_at LIMIT ?2`
 	sqliteCountPurgeable  = `SELECT COUNT(*), COALESCE(SUM(attempt_count), 0) FROM jobs WHERE ` + sqlitePurgeable
@@ -350,14 +389,76 @@ const (
 
 // CreateJob implements Store. Reads are cheap and concurrent and writes
 // are serialised, so it looks for a replay through the reader pool before
-// it queues for the write lock.
+// it queues for the write lock. Of concurrent calls of this store with one
+// owner and key that all found no job, only the first writes; the others
+// wait for it and return the job it created or found (a copy each), and
+// write themselves only if it failed. A storm of duplicates costs one
+// write, not one per caller in line for the lock.
 func (s *SQLiteStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
-	got, err := s.JobByKey(ctx, j.Owner, j.Key)
-	if !errors.Is(err, ErrNotFound) {
+	if got, found, err := s.jobByKeyIfAny(ctx, j.Owner, j.Key); found || err != nil {
 		return got, false, err
 	}
+	k := ownerKey{j.Owner, j.Key}
+	s.creatingMu.Lock()
+	if c := s.creating[k]; c != nil {
+		c.waiters++
+		s.creatingMu.Unlock()
+		select {
+		case <-c.done:
+		case <-ctx.Done():
+			return Job{}, false, s.interpret("create job", ctx.Err())
+		}
+		if c.err == nil {
+			got := c.job
+			got.Params, got.Result = slices.Clone(got.Params), slices.Clone(got.Result)
+			return got, false, nil
+		}
+		// The first failed (its ctx ended, say): write in this call's turn.
+		return s.writeJob(ctx, j)
+	}
+	c := &creation{done: make(chan struct{})}
+	if s.creating == nil {
+		s.creating = map[ownerKey]*creation{}
+	}
+	s.creating[k] = c
+	s.creatingMu.Unlock()
+	got, created, err := s.writeJob(ctx, j)
+	c.job, c.err = got, err
+	s.creatingMu.Lock()
+	delete(s.creating, k)
+	shared := c.waiters > 0
+	s.creatingMu.Unlock()
+	close(c.done)
+	if shared {
+		// The waiters copy c.job; this call's caller gets a copy of its own.
+		got.Params, got.Result = slices.Clone(got.Params), slices.Clone(got.Result)
+	}
+	return got, created, err
+}
+
+// jobByKeyIfAny is JobByKey for CreateJob, through the reader pool: a
+// miss, the common case of a new key, scans nothing.
+func (s *SQLiteStore) jobByKeyIfAny(ctx context.Context, owner, key string) (Job, bool, error) {
+	rows, err := s.rdb.QueryContext(ctx, sqliteJobByKey, owner, key)
+	if err != nil {
+		return Job{}, false, s.interpret("get job by key", err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return Job{}, false, s.interpret("get job by key", rows.Err())
+	}
+	j, err := scanJob(rows)
+	if err != nil {
+		return Job{}, false, s.interpret("get job by key", err)
+	}
+	return j, true, nil
+}
+
+// writeJob is CreateJob's write, in its turn.
+func (s *SQLiteStore) writeJob(ctx context.Context, j Job) (Job, bool, error) {
+	var got Job
 	var created bool
-	err = s.writeOne(ctx, "create job", func() (err error) {
+	err := s.writeOne(ctx, "create job", func() (err error) {
 		got, created, err = s.createJob(ctx, s.db, j)
 		return err
 	})
@@ -378,15 +479,21 @@ func (s *SQLiteStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, boo
 	return got, created, inCallerTx(err)
 }
 
-// createJob inserts j, or reads the job bound to its key.
+// createJob inserts j, or reads the job bound to its key. The job it
+// inserted is j as stored: times in whole microseconds, in UTC.
 func (s *SQLiteStore) createJob(ctx context.Context, q DBTX, j Job) (Job, bool, error) {
+	created := time.UnixMicro(j.CreatedAt.UnixMicro()).UTC()
 	for range maxRetries {
-		got, err := scanJob(q.QueryRowContext(ctx, sqliteCreateJob,
-			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt.UnixMicro()))
-		if !errors.Is(err, sql.ErrNoRows) {
-			return got, err == nil, s.interpret("create job", err)
+		n, err := rowsAffected(ctx, q, sqliteCreateJob,
+			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, created.UnixMicro())
+		if err != nil {
+			return Job{}, false, s.interpret("create job", err)
 		}
-		got, err = queryOne(ctx, q, s, "get job by key", errNoJobForKey, scanJob, sqliteJobByKey, j.Owner, j.Key)
+		if n == 1 {
+			return Job{ID: j.ID, Owner: j.Owner, Key: j.Key, Kind: j.Kind, Provider: j.Provider, Params: slices.Clone(j.Params),
+				Fingerprint: j.Fingerprint, State: JobPending, Version: 1, CreatedAt: created, UpdatedAt: created}, true, nil
+		}
+		got, err := queryOne(ctx, q, s, "get job by key", errNoJobForKey, scanJob, sqliteJobByKey, j.Owner, j.Key)
 		if !errors.Is(err, ErrNotFound) {
 			return got, false, err
 		}
@@ -465,7 +572,7 @@ func (s *SQLiteStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt
 func (s *SQLiteStore) createAttempt(ctx context.Context, na NewAttempt) (Attempt, error) {
 	var a Attempt
 	at := na.At.UnixMicro()
-	err := s.inTx(ctx, "start attempt", func(conn *sql.Conn) error {
+	err := s.inTx(ctx, "start attempt", func(ctx context.Context, conn *sql.Conn) error {
 		var version int64
 		var seq int
 		var provider string
@@ -506,42 +613,60 @@ func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attem
 
 // CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
 // immediate transaction. Under the write lock nothing changes between its
-// statements, so the attempt and the claim read first are what the rest
-// acts on.
+// statements, so the attempt with its claim and its job, read first, are
+// what the rest acts on, and what the two updates make of them is known
+// without reading them back.
 func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error) {
 	var j Job
 	var a Attempt
-	at := c.At.UnixMicro()
-	err := s.inTx(ctx, "complete attempt", func(conn *sql.Conn) error {
-		cur, err := queryOne(ctx, conn, s, "get attempt", attemptNotFound(c.AttemptID), scanAttempt, sqliteAttemptByID, c.AttemptID)
-		if err != nil {
-			return err
-		}
-		if !cur.State.Open() {
-			return sql.ErrNoRows // reported below, as stored
-		}
-		if err := checkClaim(ctx, connReader{s, conn}, c.AttemptID, c.ClaimToken); errors.Is(err, ErrClaimLost) {
-			return sql.ErrNoRows // reported below, as stored
+	at := time.UnixMicro(c.At.UnixMicro()).UTC()
+	err := s.inTx(ctx, "complete attempt", func(ctx context.Context, conn *sql.Conn) error {
+		var cur Attempt
+		var claim string
+		err := conn.QueryRowContext(ctx, sqliteAttemptAndClaim, c.AttemptID).Scan(append(attemptDest(&cur), &claim)...)
+		if errors.Is(err, sql.ErrNoRows) {
+			return attemptNotFound(c.AttemptID)
 		} else if err != nil {
-			return err
+			return s.interpret("get attempt", err)
+		}
+		if !cur.State.Open() || c.ClaimToken != "" && claim != c.ClaimToken {
+			return sql.ErrNoRows // reported below, as stored
+		}
+		j, err = scanJob(conn.QueryRowContext(ctx, sqliteJobByID, cur.JobID))
+		if errors.Is(err, sql.ErrNoRows) {
+			return jobNotFound(cur.JobID)
+		} else if err != nil {
+			return s.interpret("get job", err)
 		}
 		state := AttemptSucceeded
-		j, err = scanJob(conn.QueryRowContext(ctx, sqliteCompleteJob, cur.JobID, cur.BaseVersion, string(c.Result), c.AttemptID, at))
-		if errors.Is(err, sql.ErrNoRows) {
-			// Refused: another attempt completed the job, or it was closed.
-			if j, err = queryOne(ctx, conn, s, "get job", jobNotFound(cur.JobID), scanJob, sqliteJobByID, cur.JobID); err != nil {
-				return err
-			}
-			state = AttemptCancelled
-			if j.CompletedBy != "" {
-				state = AttemptLost
-			}
-		} else if err != nil {
+		n, err := rowsAffected(ctx, conn, sqliteCompleteJob, cur.JobID, cur.BaseVersion, string(c.Result), c.AttemptID, at.UnixMicro())
+		if err != nil {
 			return s.interpret("complete attempt", err)
 		}
-		a, err = scanAttempt(conn.QueryRowContext(ctx, sqliteUpdateAttempt,
-			c.AttemptID, string(state), "", loseReason(state, j), at, true, "starting", "running", "unknown", c.ClaimToken))
-		return s.interpret("complete attempt", err)
+		switch {
+		case n == 1:
+			j.State, j.Result, j.CompletedBy, j.Version = JobSucceeded, slices.Clone(c.Result), c.AttemptID, j.Version+1
+			j.UpdatedAt, j.ClosedAt = at, at
+		case j.CompletedBy != "":
+			// Refused: another attempt completed the job first.
+			state = AttemptLost
+		default:
+			// Refused: the job was closed without a winner.
+			state = AttemptCancelled
+		}
+		reason := loseReason(state, j)
+		if n, err = rowsAffected(ctx, conn, sqliteFinishAttempt, cur.ID, string(state), reason, at.UnixMicro(), string(cur.State)); err != nil {
+			return s.interpret("complete attempt", err)
+		}
+		if n != 1 {
+			return errKeptChanging("complete attempt") // cannot happen while the transaction holds the write lock
+		}
+		a = cur
+		a.State, a.UpdatedAt, a.FinishedAt = state, at, at
+		if reason != "" {
+			a.Reason = reason
+		}
+		return nil
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return whyNotCompleted(ctx, s, c)
@@ -650,7 +775,7 @@ func (s *SQLiteStore) PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, 
 	if q.Limit <= 0 {
 		return n, nil
 	}
-	err := s.inTx(ctx, "purge", func(conn *sql.Conn) error {
+	err := s.inTx(ctx, "purge", func(ctx context.Context, conn *sql.Conn) error {
 		n = PurgeCount{}
 		candidates, err := queryAll(ctx, conn, s, "purge", scanValue[string], sqlitePurgeCandidates, before, q.Limit)
 		if err != nil || len(candidates) == 0 {
@@ -730,8 +855,13 @@ func (s *SQLiteStore) writeOne(ctx context.Context, op string, fn func() error) 
 
 // inTx runs fn inside an immediate transaction on the writer connection, in
 // its turn: the write lock is taken at BEGIN, where a busy wait can be
-// retried. The rollback runs even if ctx was cancelled.
-func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(conn *sql.Conn) error) error {
+// retried. Once BEGIN holds the lock, nothing the transaction does waits
+// for anyone (in WAL, COMMIT takes no further lock), so fn's statements and
+// the COMMIT or ROLLBACK run to their end even if ctx is cancelled
+// meanwhile: fn gets ctx without its cancellation. A statement run with a
+// context that can be cancelled costs the driver a goroutine (an Exec) or
+// a callback registered on the context (a query), to interrupt it.
+func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(ctx context.Context, conn *sql.Conn) error) error {
 	return s.write(ctx, op, func(locked func()) error {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
@@ -742,12 +872,13 @@ func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(conn *sql.Con
 			return s.interpret(op, err)
 		}
 		locked()
-		if err := fn(conn); err != nil {
-			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+		ctx := context.WithoutCancel(ctx)
+		if err := fn(ctx, conn); err != nil {
+			conn.ExecContext(ctx, "ROLLBACK")
 			return err
 		}
 		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-			conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+			conn.ExecContext(ctx, "ROLLBACK")
 			return s.interpret(op, err)
 		}
 		return nil
@@ -806,11 +937,19 @@ func (s *SQLiteStore) write(ctx context.Context, op string, fn func(locked func(
 // is released, rather than after a sleep. Only then does the write begin,
 // and SQLite's lock is normally free.
 //
+// Neither stage costs more than it must when nobody waits: the turn is
+// taken without a select on ctx, and the OS lock with one flock(2) on a
+// descriptor of the lock file the store keeps open (own). Only a writer
+// that finds the OS lock taken opens the file anew to wait for it, so that
+// a wait given up when ctx ends can finish on a file of its own.
+//
 // A nil *writeQueue queues nothing: stores over a caller's *sql.DB.
 type writeQueue struct {
 	turn     chan struct{} // one slot: holding it is this store's turn
 	lockPath string        // the shared lock file; "" for none (":memory:")
-	held     io.Closer     // the lock file while it is locked; closing unlocks it
+	own      *lockFile     // the lock file, open while the store is
+	ownHeld  bool          // own is locked
+	held     io.Closer     // a lock file opened to wait, while it is locked; closing unlocks it
 }
 
 // newWriteQueue returns a queue whose writers take an exclusive lock on the
@@ -819,14 +958,23 @@ func newWriteQueue(lockPath string) *writeQueue {
 	return &writeQueue{turn: make(chan struct{}, 1), lockPath: lockPath}
 }
 
-// create makes sure the lock file exists and can be opened, so that a
-// directory that refuses it is reported when the store is opened.
+// create opens the lock file, creating it if needed, and keeps it open, so
+// that a directory that refuses it is reported when the store is opened.
 func (q *writeQueue) create() error {
-	f, err := os.OpenFile(q.lockPath, os.O_RDONLY|os.O_CREATE, 0o644)
+	f, err := openLockFile(q.lockPath)
 	if err != nil {
 		return err
 	}
-	return f.Close()
+	q.own = f
+	return nil
+}
+
+// close closes the lock file create opened.
+func (q *writeQueue) close() error {
+	if q == nil || q.own == nil {
+		return nil
+	}
+	return q.own.Close()
 }
 
 // lock waits until it is the caller's turn to write, or until ctx ends
@@ -838,10 +986,18 @@ func (q *writeQueue) lock(ctx context.Context) error {
 	}
 	select {
 	case q.turn <- struct{}{}:
-	case <-ctx.Done():
-		return ctx.Err()
+	default:
+		select {
+		case q.turn <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	if q.lockPath == "" {
+		return nil
+	}
+	if q.own != nil && q.own.tryLock() {
+		q.ownHeld = true
 		return nil
 	}
 	f, err := lockWait(ctx, q.lockPath)
@@ -860,6 +1016,10 @@ func (q *writeQueue) lock(ctx context.Context) error {
 func (q *writeQueue) unlock() {
 	if q == nil {
 		return
+	}
+	if q.ownHeld {
+		q.own.unlock()
+		q.ownHeld = false
 	}
 	if q.held != nil {
 		q.held.Close()

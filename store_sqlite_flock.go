@@ -63,6 +63,31 @@ func lockWait(ctx context.Context, path string) (io.Closer, error) {
 	}
 }
 
+// lockFile is a lock file held open, locked and unlocked without waiting.
+type lockFile struct {
+	f  *os.File
+	fd int
+}
+
+// openLockFile opens the lock file at path, creating it if needed.
+func openLockFile(path string) (*lockFile, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	return &lockFile{f: f, fd: int(f.Fd())}, nil
+}
+
+// tryLock takes the exclusive lock if it is free, and reports whether it
+// did.
+func (l *lockFile) tryLock() bool { return flock(l.fd, syscall.LOCK_EX|syscall.LOCK_NB) == nil }
+
+// unlock releases the lock tryLock took.
+func (l *lockFile) unlock() { flock(l.fd, syscall.LOCK_UN) }
+
+// Close closes the file, releasing its lock if it is held.
+func (l *lockFile) Close() error { return l.f.Close() }
+
 // flock is flock(2), resumed after a signal.
 func flock(fd, how int) error {
 	for {

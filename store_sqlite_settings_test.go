@@ -13,15 +13,28 @@ import (
 // and that the store's own apply where the DSN is silent.
 func TestOpenSQLiteHonoursTheDSNsSettings(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		query       string
-		synchronous int // PRAGMA synchronous: 1 NORMAL, 2 FULL
+	// The store's own: WAL, synchronous FULL, foreign keys on, and a busy
+	// timeout of 20 ms on the writer.
+	type settings struct {
+		synchronous int // PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL
 		journal     string
+		foreignKeys int
+		busyTimeout int // milliseconds
+	}
+	own := settings{2, "wal", 1, 20}
+	for _, tc := range []struct {
+		query string
+		want  func(s settings) settings
 	}{
-		{"", 2, "wal"},
-		{"?_synchronous=NORMAL", 1, "wal"},
-		{"?_sync=NORMAL", 1, "wal"},
-		{"?_journal_mode=DELETE&_synchronous=OFF", 0, "delete"},
+		{"", func(s settings) settings { return s }},
+		{"?_synchronous=NORMAL", func(s settings) settings { s.synchronous = 1; return s }},
+		{"?_sync=NORMAL", func(s settings) settings { s.synchronous = 1; return s }},
+		{"?_journal_mode=DELETE&_synchronous=OFF", func(s settings) settings { s.journal, s.synchronous = "delete", 0; return s }},
+		{"?_journal=TRUNCATE", func(s settings) settings { s.journal = "truncate"; return s }},
+		{"?_busy_timeout=1234", func(s settings) settings { s.busyTimeout = 1234; return s }},
+		{"?_timeout=777", func(s settings) settings { s.busyTimeout = 777; return s }},
+		{"?_foreign_keys=off", func(s settings) settings { s.foreignKeys = 0; return s }},
+		{"?_fk=0", func(s settings) settings { s.foreignKeys = 0; return s }},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			t.Parallel()
@@ -31,16 +44,22 @@ func TestOpenSQLiteHonoursTheDSNsSettings(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			var synchronous int
-			var journal string
-			if err := s.DB().QueryRowContext(ctx, "PRAGMA synchronous").Scan(&synchronous); err != nil {
-				t.Fatal(err)
+			var got settings
+			for _, p := range []struct {
+				pragma string
+				dest   any
+			}{
+				{"synchronous", &got.synchronous},
+				{"journal_mode", &got.journal},
+				{"foreign_keys", &got.foreignKeys},
+				{"busy_timeout", &got.busyTimeout},
+			} {
+				if err := s.DB().QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(p.dest); err != nil {
+					t.Fatalf("PRAGMA %s: %v", p.pragma, err)
+				}
 			}
-			if err := s.DB().QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&journal); err != nil {
-				t.Fatal(err)
-			}
-			if synchronous != tc.synchronous || journal != tc.journal {
-				t.Errorf("synchronous %d, journal %s; want %d, %s", synchronous, journal, tc.synchronous, tc.journal)
+			if want := tc.want(own); got != want {
+				t.Errorf("settings %+v, want %+v", got, want)
 			}
 		})
 	}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -308,5 +309,58 @@ func TestOpenSQLiteLockFileRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the database was created: %v", err)
+	}
+}
+
+// Concurrent Submits of one new key to a SQLite store write once: the
+// calls that find no job while another call of the store is creating it
+// wait for that call instead of queueing to write too, and all return the
+// one job, exactly one of them as created. The write lock is held
+// meanwhile, so that all the calls are under way before the first can
+// write.
+func TestSQLiteConcurrentSubmitsOfOneKeyWriteOnce(t *testing.T) {
+	t.Parallel()
+	const callers = 16
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	var writes atomic.Int64
+	store, err := jobs.OpenSQLite(t.Context(), path, jobs.ObserveWriteWait(func(time.Duration) { writes.Add(1) }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	m := jobstest.NewManager(t, store, jobs.Options{Logger: discard})
+	writes.Store(0) // the migration's
+	release := holdWriteLock(t, path)
+	type answer struct {
+		job     jobs.Job
+		created bool
+		err     error
+	}
+	answers := make(chan answer, callers)
+	for range callers {
+		go func() {
+			j, created, err := m.Submit(t.Context(), submitRequest("storm"))
+			answers <- answer{j, created, err}
+		}()
+	}
+	time.Sleep(50 * time.Millisecond) // the calls reach the store; a late one only writes once more
+	release()
+	var ids []string
+	created := 0
+	for range callers {
+		a := <-answers
+		if a.err != nil {
+			t.Fatal(a.err)
+		}
+		ids = append(ids, a.job.ID)
+		if a.created {
+			created++
+		}
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 1 || created != 1 {
+		t.Errorf("jobs %v, %d created; want one job, created once", ids, created)
+	}
+	if n := writes.Load(); n >= callers {
+		t.Errorf("%d writes for %d concurrent Submits of one key, want fewer", n, callers)
 	}
 }
