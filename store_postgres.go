@@ -258,7 +258,8 @@ RETURNING ` + attemptCols
 	// Complete. A terminal job accepts no new attempt, and a terminal
 	// attempt never reopens, so what victims saw stays true. The attempts
 	// are deleted explicitly, rather than by the foreign key's cascade, so
-	// that they are counted.
+	// that they are counted; so are the rows that waiters of a process that
+	// died left in jobs_waiters.
 	pgPurge = `WITH victims AS (
     SELECT id, attempt_count FROM jobs WHERE ` + pgPurgeable + `
      ORDER BY closed_at LIMIT $2
@@ -271,6 +272,8 @@ RETURNING ` + attemptCols
      WHERE v.attempt_count = (SELECT COUNT(*) FROM att WHERE att.job_id = v.id)
 ), da AS (
     DELETE FROM job_attempts WHERE id IN (SELECT att.id FROM att JOIN ok ON ok.id = att.job_id) RETURNING 1
+), dw AS (
+    DELETE FROM jobs_waiters WHERE job_id IN (SELECT id FROM ok)
 ), dj AS (
     DELETE FROM jobs WHERE id IN (SELECT id FROM ok) RETURNING 1
 )
@@ -575,7 +578,9 @@ var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // NotifyClosed implements CloseNotifier. All waiters of a store share one
 // connection, opened with the settings of the store's pool (or those of
 // ListenDSN) but outside it, which LISTENs while at least one waiter is
-// registered and is closed when the last one leaves. If it cannot listen
+// registered and is closed when the last one leaves. Once it listens, each
+// waiter adds a row to jobs_waiters, which it removes when it stops: the
+// schema's trigger notifies only for a job that has one. If it cannot listen
 // within five seconds, NotifyClosed returns an error and the waiter polls.
 // Behind a proxy that does not keep one server connection for it
 // (PgBouncer in transaction pooling mode), the connection would LISTEN but
@@ -715,8 +720,36 @@ func (l *closeListener) subscribe(ctx context.Context, db *sql.DB, jobID string)
 		stop()
 		return nil, nil, sess.err
 	}
-	return w.wake, stop, nil
+	// Listening: now register, so that the job's closing notifies. The
+	// caller reads the job after this returns, which catches a close that
+	// came first (see 0004_waiters_hot_updates.sql).
+	token := newID(waiterPrefix, time.Now())
+	if _, err := db.ExecContext(ctx, pgAddWaiter, jobID, token); err != nil {
+		stop()
+		return nil, nil, &StorageError{Op: "listen", Kind: StorageUnavailable, Message: "register waiter: " + err.Error()}
+	}
+	var once2 sync.Once
+	leave := func() {
+		once2.Do(func() {
+			stop()
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenReadyTimeout)
+			defer cancel()
+			db.ExecContext(dctx, pgRemoveWaiter, jobID, token) // a row left behind only costs a notification
+		})
+	}
+	return w.wake, leave, nil
 }
+
+// waiterPrefix starts the tokens of rows in jobs_waiters.
+const waiterPrefix = "wait_"
+
+// A waiter's row in jobs_waiters, added under a share lock on its job's
+// row: a close in progress finishes first (see 0004_waiters_hot_updates.sql).
+const (
+	pgAddWaiter = `INSERT INTO jobs_waiters (job_id, token)
+    SELECT id, $2 FROM jobs WHERE id = $1 FOR SHARE`
+	pgRemoveWaiter = `DELETE FROM jobs_waiters WHERE job_id = $1 AND token = $2`
+)
 
 func (l *closeListener) unsubscribe(jobID string, w *closeWaiter) {
 	l.mu.Lock()

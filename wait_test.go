@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
@@ -216,6 +218,56 @@ func TestNotifyClosed(t *testing.T) {
 			t.Fatal("the SQLite store claims to notify; Wait must poll it")
 		}
 	})
+}
+
+// TestNotifyClosedOnlyForWaitedJobs: a job that closes while nobody waits
+// for it sends no notification (each one costs every committer a global
+// lock); a job with a waiter does.
+func TestNotifyClosedOnlyForWaitedJobs(t *testing.T) {
+	t.Parallel()
+	s := testdb.NewPostgres(t)
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, testdb.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN jobs_closed"); err != nil {
+		t.Fatal(err)
+	}
+	quiet := submitJob(t, m, "quiet")
+	waited := submitJob(t, m, "waited")
+	if _, err := m.CancelJob(ctx, quiet.ID, "nobody waits"); err != nil {
+		t.Fatal(err)
+	}
+	wake, stop, err := s.NotifyClosed(ctx, waited.ID)
+	if err != nil {
+		t.Fatalf("NotifyClosed: %v", err)
+	}
+	defer stop()
+	if _, err := m.CancelJob(ctx, waited.ID, "someone waits"); err != nil {
+		t.Fatal(err)
+	}
+	<-wake
+	// Notifications arrive in commit order (other tests' too: the channel
+	// is the database's): quiet's would come before waited's.
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("no notification for the waited job: %v", err)
+		}
+		if n.Payload == quiet.ID {
+			t.Fatal("notified for a job nobody waited for")
+		}
+		if n.Payload == waited.ID {
+			break
+		}
+	}
 }
 
 // TestNotifyClosedReconnects cuts the listening connection: the waiters are
