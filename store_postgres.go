@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
 	"github.com/jmoiron/sqlx"
 )
@@ -126,13 +127,17 @@ const (
 	// duplicate inserted by a transaction that committed after this
 	// statement began is invisible to its snapshot; then no row comes back,
 	// and createJob reads it with a new statement.
+	//
+	// A new job is the row as sent: its columns come back as constants
+	// that cost nothing to scan, and only created (true) tells.
 	pgCreateJob = `WITH ins AS (
     INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8)
     ON CONFLICT (owner, idempotency_key) DO NOTHING
-    RETURNING ` + jobCols + `
+    RETURNING 1
 )
-SELECT ` + jobCols + `, true FROM ins
+SELECT '', '', '', '', '', NULL::json, '', '', 0::bigint, 0, NULL::json, NULL::text, '',
+       NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, true FROM ins
 UNION ALL
 SELECT ` + jobCols + `, false FROM jobs
  WHERE owner = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT 1 FROM ins)`
@@ -282,7 +287,7 @@ SELECT (SELECT COUNT(*) FROM dj), (SELECT COUNT(*) FROM da)`
 
 // CreateJob implements Store.
 func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
-	return s.createJob(ctx, pgHandle{db: s.db}, j)
+	return s.createJob(ctx, pgHandle{pool: s.db}, j)
 }
 
 // CreateJobTx implements Store. It runs each statement once: PostgreSQL
@@ -300,40 +305,146 @@ func (s *PostgresStore) CreateJobPgxTx(ctx context.Context, tx pgx.Tx, j Job) (J
 	return got, created, inCallerTx(err)
 }
 
+// createJob inserts j, or reads the job that holds its key. A new job is
+// j as sent: the statement returns only that it inserted it.
 func (s *PostgresStore) createJob(ctx context.Context, h pgHandle, j Job) (Job, bool, error) {
 	for range maxRetries {
 		var created bool
-		got, err := scanJobAnd(pgQueryRow(ctx, h, pgCreateJob,
-			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt), &created)
-		if !errors.Is(err, sql.ErrNoRows) {
-			return got, created, s.interpret("create job", err)
+		var got pgJob
+		err := pgQueryRow(ctx, h, pgCreateJob,
+			j.ID, j.Owner, j.Key, j.Kind, j.Provider, []byte(j.Params), j.Fingerprint, j.CreatedAt).Scan(got.dest(&created)...)
+		switch {
+		case err == nil && created:
+			return j, true, nil
+		case err == nil:
+			return got.job(), false, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return Job{}, false, s.interpret("create job", err)
 		}
 		// A duplicate whose row the statement could not see: it committed
 		// after the statement began. A new statement sees it.
-		got, err = scanJob(pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key))
+		err = pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key).Scan(got.dest()...)
 		if !errors.Is(err, sql.ErrNoRows) {
-			return got, false, s.interpret("get job by key", err)
+			return got.job(), false, s.interpret("get job by key", err)
 		}
 		// Deleted in between (retention): insert again.
 	}
 	return Job{}, false, errKeptChanging("create job")
 }
 
-// pgHandle is where createJob runs its statements: a database/sql handle
-// or transaction (db), or a pgx transaction (tx), whichever is set.
+// pgHandle is where createJob runs its statements: the store's pool, a
+// database/sql handle or transaction of the caller's (db), or a pgx
+// transaction (tx), whichever is set.
 type pgHandle struct {
-	db DBTX
-	tx pgx.Tx
+	pool *sql.DB
+	db   DBTX
+	tx   pgx.Tx
 }
 
 // pgQueryRow runs a query that returns at most one row through h. A pgx
 // row that is not there fails its Scan with pgx.ErrNoRows, which matches
 // sql.ErrNoRows.
 func pgQueryRow(ctx context.Context, h pgHandle, query string, args ...any) scanner {
-	if h.tx != nil {
+	switch {
+	case h.tx != nil:
 		return h.tx.QueryRow(ctx, query, args...)
+	case h.pool != nil:
+		return pgxRow{ctx, h.pool, query, args}
 	}
 	return h.db.QueryRowContext(ctx, query, args...)
+}
+
+// pgxRow is the row of a query that runs through pgx itself, on a
+// connection of a pool of its "pgx" driver, rather than through
+// database/sql: pgx scans into the destinations directly, where
+// database/sql first builds a decoder per column per query and a value per
+// column. On a pool of another driver (a wrapper) it runs through
+// database/sql.
+type pgxRow struct {
+	ctx   context.Context
+	db    *sql.DB
+	query string
+	args  []any
+}
+
+func (r pgxRow) Scan(dest ...any) error {
+	conn, err := r.db.Conn(r.ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	native := false
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return nil
+		}
+		native = true
+		return c.Conn().QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
+	})
+	if native {
+		return err
+	}
+	return conn.QueryRowContext(r.ctx, r.query, r.args...).Scan(dest...)
+}
+
+// pgJob receives the columns of a job (jobCols) in types that both pgx
+// and database/sql scan into without converting through a value of their
+// own.
+type pgJob struct {
+	j                         Job
+	params, result            []byte
+	state                     string
+	completedBy               pgtype.Text
+	created, updated, closed_ pgtype.Timestamptz
+}
+
+// dest returns the destinations of the job's columns, then extra.
+func (p *pgJob) dest(extra ...any) []any {
+	return append([]any{&p.j.ID, &p.j.Owner, &p.j.Key, &p.j.Kind, &p.j.Provider, &p.params, &p.j.Fingerprint,
+		&p.state, &p.j.Version, &p.j.Attempts, &p.result, &p.completedBy, &p.j.Reason,
+		&p.created, &p.updated, &p.closed_}, extra...)
+}
+
+// job returns the job scanned.
+func (p *pgJob) job() Job {
+	j := p.j
+	j.Params = p.params
+	if p.result != nil {
+		j.Result = p.result
+	}
+	j.State = JobState(p.state)
+	j.CompletedBy = p.completedBy.String
+	j.CreatedAt, j.UpdatedAt, j.ClosedAt = pgTime(p.created), pgTime(p.updated), pgTime(p.closed_)
+	return j
+}
+
+// pgAttempt receives the columns of an attempt (attemptCols), as pgJob
+// those of a job.
+type pgAttempt struct {
+	a                          Attempt
+	state                      string
+	created, updated, finished pgtype.Timestamptz
+}
+
+func (p *pgAttempt) dest() []any {
+	return []any{&p.a.ID, &p.a.JobID, &p.a.Seq, &p.a.Provider, &p.state, &p.a.BaseVersion, &p.a.Hedge,
+		&p.a.ProviderRef, &p.a.Reason, &p.created, &p.updated, &p.finished}
+}
+
+func (p *pgAttempt) attempt() Attempt {
+	a := p.a
+	a.State = AttemptState(p.state)
+	a.CreatedAt, a.UpdatedAt, a.FinishedAt = pgTime(p.created), pgTime(p.updated), pgTime(p.finished)
+	return a
+}
+
+// pgTime is t in UTC, or the zero time for NULL.
+func pgTime(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time.UTC()
 }
 
 // Job implements Store.
@@ -417,16 +528,17 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 // CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
 // statement (pgCompleteAttempt).
 func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error) {
-	var a Attempt
-	j, err := scanJobAnd(s.db.QueryRowContext(ctx, pgCompleteAttempt, c.AttemptID, string(c.Result), c.At, c.ClaimToken,
-		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix), attemptDest(&a)...)
+	var j pgJob
+	var a pgAttempt
+	err := pgxRow{ctx, s.db, pgCompleteAttempt, []any{c.AttemptID, []byte(c.Result), c.At, c.ClaimToken,
+		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix}}.Scan(j.dest(a.dest()...)...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return whyNotCompleted(ctx, s, c)
 	}
 	if err != nil {
 		return Job{}, Attempt{}, s.interpret("complete attempt", err)
 	}
-	return completed(j, a)
+	return completed(j.job(), a.attempt())
 }
 
 // StaleAttempts implements Store.
