@@ -54,7 +54,8 @@ func Canonicalize(data []byte) ([]byte, error) {
 // canonical form: it accepts exactly what Canonicalize accepts, at the cost
 // of a scan and without an allocation per value.
 func checkJSON(data []byte) error {
-	p := canonParser{in: data, check: true}
+	var keys [32][]byte
+	p := canonParser{in: data, check: true, keys: keys[:0]}
 	_, err := p.parse(nil)
 	return err
 }

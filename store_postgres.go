@@ -309,10 +309,14 @@ func (s *PostgresStore) CreateJobPgxTx(ctx context.Context, tx pgx.Tx, j Job) (J
 // j as sent: the statement returns only that it inserted it.
 func (s *PostgresStore) createJob(ctx context.Context, h pgHandle, j Job) (Job, bool, error) {
 	for range maxRetries {
-		var created bool
-		var got pgJob
+		var got struct {
+			pgJob
+			created bool
+			d       [17]any
+		}
 		err := pgQueryRow(ctx, h, pgCreateJob,
-			j.ID, j.Owner, j.Key, j.Kind, j.Provider, []byte(j.Params), j.Fingerprint, j.CreatedAt).Scan(got.dest(&created)...)
+			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt).Scan(append(got.dest(got.d[:0]), &got.created)...)
+		created := got.created
 		switch {
 		case err == nil && created:
 			return j, true, nil
@@ -323,7 +327,7 @@ func (s *PostgresStore) createJob(ctx context.Context, h pgHandle, j Job) (Job, 
 		}
 		// A duplicate whose row the statement could not see: it committed
 		// after the statement began. A new statement sees it.
-		err = pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key).Scan(got.dest()...)
+		err = pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key).Scan(got.dest(got.d[:0])...)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return got.job(), false, s.interpret("get job by key", err)
 		}
@@ -349,26 +353,24 @@ func pgQueryRow(ctx context.Context, h pgHandle, query string, args ...any) scan
 	case h.tx != nil:
 		return h.tx.QueryRow(ctx, query, args...)
 	case h.pool != nil:
-		return pgxRow{ctx, h.pool, query, args}
+		return scanFunc(func(dest ...any) error { return pgxQueryRow(ctx, h.pool, query, args, dest...) })
 	}
 	return h.db.QueryRowContext(ctx, query, args...)
 }
 
-// pgxRow is the row of a query that runs through pgx itself, on a
-// connection of a pool of its "pgx" driver, rather than through
-// database/sql: pgx scans into the destinations directly, where
-// database/sql first builds a decoder per column per query and a value per
-// column. On a pool of another driver (a wrapper) it runs through
-// database/sql.
-type pgxRow struct {
-	ctx   context.Context
-	db    *sql.DB
-	query string
-	args  []any
-}
+// scanFunc is a scanner made of a function.
+type scanFunc func(dest ...any) error
 
-func (r pgxRow) Scan(dest ...any) error {
-	conn, err := r.db.Conn(r.ctx)
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+// pgxQueryRow runs a query that returns at most one row through pgx
+// itself, on a connection of db, a pool of its "pgx" driver, rather than
+// through database/sql, and scans the row into dest: pgx scans into the
+// destinations directly, where database/sql first builds a decoder per
+// column per query and a value per column. On a pool of another driver (a
+// wrapper) it runs through database/sql.
+func pgxQueryRow(ctx context.Context, db *sql.DB, query string, args []any, dest ...any) error {
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
@@ -380,12 +382,12 @@ func (r pgxRow) Scan(dest ...any) error {
 			return nil
 		}
 		native = true
-		return c.Conn().QueryRow(r.ctx, r.query, r.args...).Scan(dest...)
+		return c.Conn().QueryRow(ctx, query, args...).Scan(dest...)
 	})
 	if native {
 		return err
 	}
-	return conn.QueryRowContext(r.ctx, r.query, r.args...).Scan(dest...)
+	return conn.QueryRowContext(ctx, query, args...).Scan(dest...)
 }
 
 // pgJob receives the columns of a job (jobCols) in types that both pgx
@@ -399,11 +401,11 @@ type pgJob struct {
 	created, updated, closed_ pgtype.Timestamptz
 }
 
-// dest returns the destinations of the job's columns, then extra.
-func (p *pgJob) dest(extra ...any) []any {
-	return append([]any{&p.j.ID, &p.j.Owner, &p.j.Key, &p.j.Kind, &p.j.Provider, &p.params, &p.j.Fingerprint,
+// dest appends the destinations of the job's columns to d.
+func (p *pgJob) dest(d []any) []any {
+	return append(d, &p.j.ID, &p.j.Owner, &p.j.Key, &p.j.Kind, &p.j.Provider, &p.params, &p.j.Fingerprint,
 		&p.state, &p.j.Version, &p.j.Attempts, &p.result, &p.completedBy, &p.j.Reason,
-		&p.created, &p.updated, &p.closed_}, extra...)
+		&p.created, &p.updated, &p.closed_)
 }
 
 // job returns the job scanned.
@@ -417,26 +419,6 @@ func (p *pgJob) job() Job {
 	j.CompletedBy = p.completedBy.String
 	j.CreatedAt, j.UpdatedAt, j.ClosedAt = pgTime(p.created), pgTime(p.updated), pgTime(p.closed_)
 	return j
-}
-
-// pgAttempt receives the columns of an attempt (attemptCols), as pgJob
-// those of a job.
-type pgAttempt struct {
-	a                          Attempt
-	state                      string
-	created, updated, finished pgtype.Timestamptz
-}
-
-func (p *pgAttempt) dest() []any {
-	return []any{&p.a.ID, &p.a.JobID, &p.a.Seq, &p.a.Provider, &p.state, &p.a.BaseVersion, &p.a.Hedge,
-		&p.a.ProviderRef, &p.a.Reason, &p.created, &p.updated, &p.finished}
-}
-
-func (p *pgAttempt) attempt() Attempt {
-	a := p.a
-	a.State = AttemptState(p.state)
-	a.CreatedAt, a.UpdatedAt, a.FinishedAt = pgTime(p.created), pgTime(p.updated), pgTime(p.finished)
-	return a
 }
 
 // pgTime is t in UTC, or the zero time for NULL.
@@ -528,17 +510,29 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 // CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
 // statement (pgCompleteAttempt).
 func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error) {
-	var j pgJob
-	var a pgAttempt
-	err := pgxRow{ctx, s.db, pgCompleteAttempt, []any{c.AttemptID, []byte(c.Result), c.At, c.ClaimToken,
-		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix}}.Scan(j.dest(a.dest()...)...)
+	var r struct {
+		j     pgJob
+		a     Attempt
+		state string
+		at    time.Time
+		dest  [16 + 8]any
+	}
+	d := r.j.dest(r.dest[:0])
+	d = append(d, &r.a.Seq, &r.a.Provider, &r.state, &r.a.BaseVersion, &r.a.Hedge, &r.a.ProviderRef, &r.a.Reason, &r.at)
+	err := pgxQueryRow(ctx, s.db, pgCompleteAttempt, []any{c.AttemptID, string(c.Result), c.At, c.ClaimToken,
+		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix}, d...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return whyNotCompleted(ctx, s, c)
 	}
 	if err != nil {
 		return Job{}, Attempt{}, s.interpret("complete attempt", err)
 	}
-	return completed(j.job(), a.attempt())
+	j := r.j.job()
+	a := r.a
+	a.ID, a.JobID, a.State = c.AttemptID, j.ID, AttemptState(r.state)
+	at := c.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
+	a.CreatedAt, a.UpdatedAt, a.FinishedAt = r.at.UTC(), at, at
+	return completed(j, a)
 }
 
 // StaleAttempts implements Store.
