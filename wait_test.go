@@ -465,3 +465,47 @@ func TestWaitKeepsWaitingWhileTheDatabaseIsUnavailable(t *testing.T) {
 		}
 	}
 }
+
+// TestPurgeRemovesWaitersLeftBehind: a waiter that died without removing
+// its row in jobs_waiters leaves it until its job is purged; a waiter of a
+// job that is kept keeps its row.
+func TestPurgeRemovesWaitersLeftBehind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testdb.NewPostgres(t)
+	clk := jobstest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	m, err := jobs.New(s, jobs.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := submitJob(t, m, "purged")
+	kept := submitJob(t, m, "kept")
+	if _, err := m.CancelJob(ctx, gone.ID, "done with"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{gone.ID, kept.ID} {
+		if _, err := s.DB().ExecContext(ctx, `INSERT INTO jobs_waiters (job_id, token) VALUES ($1, 'dead')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(48 * time.Hour)
+	if res, err := m.Purge(ctx, jobs.PurgeOptions{Retention: time.Hour}); err != nil || res.Jobs != 1 {
+		t.Fatalf("purge = %+v, %v; want 1 job", res, err)
+	}
+	rows, err := s.DB().QueryContext(ctx, `SELECT job_id FROM jobs_waiters ORDER BY job_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var left []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, id)
+	}
+	if len(left) != 1 || left[0] != kept.ID {
+		t.Errorf("waiter rows left = %v, want only %s's", left, kept.ID)
+	}
+}
