@@ -397,6 +397,7 @@ type pgJob struct {
 	j                         Job
 	params, result            []byte
 	state                     string
+	attempts                  int32
 	completedBy               pgtype.Text
 	created, updated, closed_ pgtype.Timestamptz
 }
@@ -404,7 +405,7 @@ type pgJob struct {
 // dest appends the destinations of the job's columns to d.
 func (p *pgJob) dest(d []any) []any {
 	return append(d, &p.j.ID, &p.j.Owner, &p.j.Key, &p.j.Kind, &p.j.Provider, &p.params, &p.j.Fingerprint,
-		&p.state, &p.j.Version, &p.j.Attempts, &p.result, &p.completedBy, &p.j.Reason,
+		pgState{&p.state}, &p.j.Version, &p.attempts, &p.result, &p.completedBy, &p.j.Reason,
 		&p.created, &p.updated, &p.closed_)
 }
 
@@ -416,9 +417,45 @@ func (p *pgJob) job() Job {
 		j.Result = p.result
 	}
 	j.State = JobState(p.state)
+	j.Attempts = int(p.attempts)
 	j.CompletedBy = p.completedBy.String
 	j.CreatedAt, j.UpdatedAt, j.ClosedAt = pgTime(p.created), pgTime(p.updated), pgTime(p.closed_)
 	return j
+}
+
+// pgState scans a state column into *s: a known state without an
+// allocation, through pgx (as a BytesScanner) or database/sql (a Scanner).
+type pgState struct{ s *string }
+
+func (p pgState) ScanBytes(b []byte) error {
+	*p.s = knownState(b)
+	return nil
+}
+
+func (p pgState) Scan(src any) error {
+	switch v := src.(type) {
+	case string:
+		*p.s = v
+	case []byte:
+		*p.s = knownState(v)
+	default:
+		return fmt.Errorf("jobs: cannot scan %T into a state", src)
+	}
+	return nil
+}
+
+// knownState returns b as a string, the constant of a job's or an
+// attempt's state when it is one.
+func knownState(b []byte) string {
+	for _, s := range [...]string{
+		string(JobPending), string(JobRunning), string(JobSucceeded), string(JobFailed), string(JobCancelled),
+		string(AttemptStarting), string(AttemptUnknown), string(AttemptLost),
+	} {
+		if string(b) == s {
+			return s
+		}
+	}
+	return string(b)
 }
 
 // pgTime is t in UTC, or the zero time for NULL.
@@ -514,13 +551,18 @@ func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job,
 		j     pgJob
 		a     Attempt
 		state string
+		seq   int32
 		at    time.Time
 		dest  [16 + 8]any
+		args  [7]any
 	}
 	d := r.j.dest(r.dest[:0])
-	d = append(d, &r.a.Seq, &r.a.Provider, &r.state, &r.a.BaseVersion, &r.a.Hedge, &r.a.ProviderRef, &r.a.Reason, &r.at)
-	err := pgxQueryRow(ctx, s.db, pgCompleteAttempt, []any{c.AttemptID, string(c.Result), c.At, c.ClaimToken,
-		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix}, d...)
+	d = append(d, &r.seq, &r.a.Provider, pgState{&r.state}, &r.a.BaseVersion, &r.a.Hedge, &r.a.ProviderRef, &r.a.Reason, &r.at)
+	// The time as pgx's own type, which it encodes without wrapping it.
+	at := pgtype.Timestamptz{Time: c.At, Valid: true}
+	args := append(r.args[:0], c.AttemptID, string(c.Result), at, c.ClaimToken,
+		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix)
+	err := pgxQueryRow(ctx, s.db, pgCompleteAttempt, args, d...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return whyNotCompleted(ctx, s, c)
 	}
@@ -529,9 +571,9 @@ func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job,
 	}
 	j := r.j.job()
 	a := r.a
-	a.ID, a.JobID, a.State = c.AttemptID, j.ID, AttemptState(r.state)
-	at := c.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
-	a.CreatedAt, a.UpdatedAt, a.FinishedAt = r.at.UTC(), at, at
+	a.ID, a.JobID, a.State, a.Seq = c.AttemptID, j.ID, AttemptState(r.state), int(r.seq)
+	stored := c.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
+	a.CreatedAt, a.UpdatedAt, a.FinishedAt = r.at.UTC(), stored, stored
 	return completed(j, a)
 }
 
