@@ -179,8 +179,9 @@ func loseReason(state AttemptState, j Job) string {
 // compare-and-swap; att records the attempt's fate. The result ($2) appears
 // only in won: a loser's result is stored nowhere. $4 is a reconciler's
 // claim token or ”; $5, $6 and $7 are the pieces of the reasons above. It
-// returns the job and the attempt after the step, or no row if the attempt
-// does not exist, is no longer open, or is claimed with another token.
+// returns the job and the attempt after the step (pgCompletedAttemptCols),
+// or no row if the attempt does not exist, is no longer open, or is claimed
+// with another token.
 const pgCompleteAttempt = `WITH a AS (
     SELECT id, job_id, base_version, state, claim_token FROM job_attempts WHERE id = $1 FOR UPDATE
 ), j AS (
@@ -209,11 +210,16 @@ const pgCompleteAttempt = `WITH a AS (
         finished_at = $3
      WHERE id = $1 AND state IN ('starting', 'running', 'unknown')
        AND ($4 = '' OR claim_token = $4)
-    RETURNING ` + attemptCols + `
+    RETURNING ` + pgCompletedAttemptCols + `
 )
 SELECT won.*, att.* FROM won, att
 UNION ALL
 SELECT j.*, att.* FROM j, att WHERE NOT EXISTS (SELECT 1 FROM won)`
+
+// pgCompletedAttemptCols are the columns of the attempt that
+// pgCompleteAttempt returns: the others are known (its ID, its job's, and
+// the time of the step, both updated_at and finished_at).
+const pgCompletedAttemptCols = `seq, provider, state, base_version, hedge, provider_ref, reason, created_at`
 
 // sqliteCompleteJob is the compare-and-swap step of Complete on SQLite,
 // run in the immediate transaction of SQLiteStore.CompleteAttempt with the

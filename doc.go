@@ -280,8 +280,8 @@
 //
 // On PostgreSQL one connection per store, opened with the pool's settings
 // but outside the pool and only while someone waits, LISTENs on
-// jobs_closed, which the schema's trigger notifies when a job closes, and
-// wakes that job's waiters at once. On SQLite, or while that connection is
+// jobs_closed, which the schema's trigger notifies when a job that a
+// waiter registered for closes, and wakes that job's waiters at once. On SQLite, or while that connection is
 // down, Wait polls with a backoff from 10ms to 1s; while the database is
 // unreachable (a failover) it keeps waiting. A store opts in by
 // implementing [CloseNotifier]. Package jobshttp offers the same over HTTP

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -20,14 +19,21 @@ const maxJSONDepth = 128
 // in canonical form (see Canonicalize). The owner is not part of it: the
 // owner and key select the job, the fingerprint says what it asks for.
 func Fingerprint(kind, provider string, canonicalParams []byte) string {
-	h := sha256.New()
-	var n [8]byte
-	for _, part := range [][]byte{[]byte("jobs.fingerprint.v1"), []byte(kind), []byte(provider), canonicalParams} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(part)))
-		h.Write(n[:])
-		h.Write(part)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	const tag = "jobs.fingerprint.v1"
+	// Each part preceded by its length, hashed in one piece.
+	b := make([]byte, 0, 4*8+len(tag)+len(kind)+len(provider)+len(canonicalParams))
+	b = binary.BigEndian.AppendUint64(b, uint64(len(tag)))
+	b = append(b, tag...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(kind)))
+	b = append(b, kind...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(provider)))
+	b = append(b, provider...)
+	b = binary.BigEndian.AppendUint64(b, uint64(len(canonicalParams)))
+	b = append(b, canonicalParams...)
+	sum := sha256.Sum256(b)
+	var out [2 * sha256.Size]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
 
 // Canonicalize returns the canonical form of a JSON value: no insignificant
@@ -48,7 +54,8 @@ func Canonicalize(data []byte) ([]byte, error) {
 // canonical form: it accepts exactly what Canonicalize accepts, at the cost
 // of a scan and without an allocation per value.
 func checkJSON(data []byte) error {
-	p := canonParser{in: data, check: true}
+	var keys [32][]byte
+	p := canonParser{in: data, check: true, keys: keys[:0]}
 	_, err := p.parse(nil)
 	return err
 }
@@ -56,10 +63,12 @@ func checkJSON(data []byte) error {
 // canonParser reads one JSON value. It writes the value's canonical form,
 // or with check set only checks it and writes nothing.
 type canonParser struct {
-	in    []byte
-	pos   int
-	check bool
-	keys  [][]byte // with check: the keys of the objects being read, innermost last
+	in      []byte
+	pos     int
+	check   bool
+	keys    [][]byte // with check: the keys of the objects being read, innermost last
+	members []member // without: the members of the objects being read, innermost last
+	scratch []byte   // a copy of an object's members while they are put in order
 }
 
 // parse reads the whole input as one value and appends its canonical form
@@ -120,7 +129,7 @@ func (p *canonParser) value(out []byte, depth int) ([]byte, error) {
 		if p.check {
 			return out, nil
 		}
-		return appendString(out, string(s)), nil
+		return appendString(out, s), nil
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number(out)
 	case p.literal("true"):
@@ -141,14 +150,95 @@ func (p *canonParser) literal(word string) bool {
 	return false
 }
 
+// member is an object's member as written to the output: its key
+// (decoded) and where its "key":value text starts and ends.
 type member struct {
-	key   string
-	value []byte
+	key        []byte
+	start, end int
 }
 
+// object writes the members in the order read, then, if they are not in
+// order, puts them in order in place: the canonical form takes one buffer
+// however deep the nesting.
 func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 	p.pos++ // {
-	var members []member
+	if p.check {
+		return p.checkObject(out, depth)
+	}
+	open := len(out)
+	base := len(p.members)
+	p.skipSpace()
+	if p.pos < len(p.in) && p.in[p.pos] == '}' {
+		p.pos++
+		return append(out, "{}"...), nil
+	}
+	out = append(out, '{')
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+			return nil, p.errorf("expected an object key")
+		}
+		key, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		p.skipSpace()
+		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+			return nil, p.errorf("expected ':' after an object key")
+		}
+		p.pos++
+		p.skipSpace()
+		if len(p.members) > base {
+			out = append(out, ',')
+		}
+		start := len(out)
+		out = appendString(out, key)
+		out = append(out, ':')
+		if out, err = p.value(out, depth+1); err != nil {
+			return nil, err
+		}
+		p.members = append(p.members, member{key, start, len(out)})
+		p.skipSpace()
+		if p.pos >= len(p.in) {
+			return nil, p.errorf("unexpected end of input in an object")
+		}
+		if p.in[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.in[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		return nil, p.errorf("expected ',' or '}' in an object")
+	}
+	ms := p.members[base:]
+	defer func() { p.members = p.members[:base] }()
+	sorted := slices.IsSortedFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+	if !sorted {
+		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+	}
+	for i := 1; i < len(ms); i++ {
+		if bytes.Equal(ms[i-1].key, ms[i].key) {
+			return nil, duplicateKey(string(ms[i].key))
+		}
+	}
+	if !sorted {
+		body := open + 1
+		p.scratch = append(p.scratch[:0], out[body:]...)
+		out = out[:body]
+		for i, m := range ms {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, p.scratch[m.start-body:m.end-body]...)
+		}
+	}
+	return append(out, '}'), nil
+}
+
+// checkObject is object for a parser that only checks.
+func (p *canonParser) checkObject(out []byte, depth int) ([]byte, error) {
 	base := len(p.keys)
 	p.skipSpace()
 	if p.pos < len(p.in) && p.in[p.pos] == '}' {
@@ -170,15 +260,10 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 		}
 		p.pos++
 		p.skipSpace()
-		v, err := p.value(nil, depth+1)
-		if err != nil {
+		if _, err := p.value(nil, depth+1); err != nil {
 			return nil, err
 		}
-		if p.check {
-			p.keys = append(p.keys, key)
-		} else {
-			members = append(members, member{string(key), v})
-		}
+		p.keys = append(p.keys, key)
 		p.skipSpace()
 		if p.pos >= len(p.in) {
 			return nil, p.errorf("unexpected end of input in an object")
@@ -193,31 +278,15 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 		}
 		return nil, p.errorf("expected ',' or '}' in an object")
 	}
-	if p.check {
-		keys := p.keys[base:]
-		slices.SortFunc(keys, bytes.Compare)
-		for i := 1; i < len(keys); i++ {
-			if bytes.Equal(keys[i-1], keys[i]) {
-				return nil, duplicateKey(string(keys[i]))
-			}
+	keys := p.keys[base:]
+	slices.SortFunc(keys, bytes.Compare)
+	for i := 1; i < len(keys); i++ {
+		if bytes.Equal(keys[i-1], keys[i]) {
+			return nil, duplicateKey(string(keys[i]))
 		}
-		p.keys = p.keys[:base]
-		return out, nil
 	}
-	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.key, b.key) })
-	out = append(out, '{')
-	for i, m := range members {
-		if i > 0 {
-			if members[i-1].key == m.key {
-				return nil, duplicateKey(m.key)
-			}
-			out = append(out, ',')
-		}
-		out = appendString(out, m.key)
-		out = append(out, ':')
-		out = append(out, m.value...)
-	}
-	return append(out, '}'), nil
+	p.keys = p.keys[:base]
+	return out, nil
 }
 
 func (p *canonParser) array(out []byte, depth int) ([]byte, error) {
@@ -400,7 +469,7 @@ func (p *canonParser) hex4() (rune, bool) {
 }
 
 // appendString writes s as a JSON string, escaping only what JSON requires.
-func appendString(out []byte, s string) []byte {
+func appendString[S ~string | ~[]byte](out []byte, s S) []byte {
 	const hexDigits = "0123456789abcdef"
 	out = append(out, '"')
 	for i := 0; i < len(s); i++ {

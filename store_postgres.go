@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
 	"github.com/jmoiron/sqlx"
 )
@@ -126,13 +127,17 @@ const (
 	// duplicate inserted by a transaction that committed after this
 	// statement began is invisible to its snapshot; then no row comes back,
 	// and createJob reads it with a new statement.
+	//
+	// A new job is the row as sent: its columns come back as constants
+	// that cost nothing to scan, and only created (true) tells.
 	pgCreateJob = `WITH ins AS (
     INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8)
     ON CONFLICT (owner, idempotency_key) DO NOTHING
-    RETURNING ` + jobCols + `
+    RETURNING 1
 )
-SELECT ` + jobCols + `, true FROM ins
+SELECT '', '', '', '', '', NULL::json, '', '', 0::bigint, 0, NULL::json, NULL::text, '',
+       NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, true FROM ins
 UNION ALL
 SELECT ` + jobCols + `, false FROM jobs
  WHERE owner = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT 1 FROM ins)`
@@ -258,7 +263,8 @@ RETURNING ` + attemptCols
 	// Complete. A terminal job accepts no new attempt, and a terminal
 	// attempt never reopens, so what victims saw stays true. The attempts
 	// are deleted explicitly, rather than by the foreign key's cascade, so
-	// that they are counted.
+	// that they are counted; so are the rows that waiters of a process that
+	// died left in jobs_waiters.
 	pgPurge = `WITH victims AS (
     SELECT id, attempt_count FROM jobs WHERE ` + pgPurgeable + `
      ORDER BY closed_at LIMIT $2
@@ -271,6 +277,8 @@ RETURNING ` + attemptCols
      WHERE v.attempt_count = (SELECT COUNT(*) FROM att WHERE att.job_id = v.id)
 ), da AS (
     DELETE FROM job_attempts WHERE id IN (SELECT att.id FROM att JOIN ok ON ok.id = att.job_id) RETURNING 1
+), dw AS (
+    DELETE FROM jobs_waiters WHERE job_id IN (SELECT id FROM ok)
 ), dj AS (
     DELETE FROM jobs WHERE id IN (SELECT id FROM ok) RETURNING 1
 )
@@ -279,7 +287,7 @@ SELECT (SELECT COUNT(*) FROM dj), (SELECT COUNT(*) FROM da)`
 
 // CreateJob implements Store.
 func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
-	return s.createJob(ctx, pgHandle{db: s.db}, j)
+	return s.createJob(ctx, pgHandle{pool: s.db}, j)
 }
 
 // CreateJobTx implements Store. It runs each statement once: PostgreSQL
@@ -297,40 +305,165 @@ func (s *PostgresStore) CreateJobPgxTx(ctx context.Context, tx pgx.Tx, j Job) (J
 	return got, created, inCallerTx(err)
 }
 
+// createJob inserts j, or reads the job that holds its key. A new job is
+// j as sent: the statement returns only that it inserted it.
 func (s *PostgresStore) createJob(ctx context.Context, h pgHandle, j Job) (Job, bool, error) {
 	for range maxRetries {
-		var created bool
-		got, err := scanJobAnd(pgQueryRow(ctx, h, pgCreateJob,
-			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt), &created)
-		if !errors.Is(err, sql.ErrNoRows) {
-			return got, created, s.interpret("create job", err)
+		var got struct {
+			pgJob
+			created bool
+			d       [17]any
+		}
+		err := pgQueryRow(ctx, h, pgCreateJob,
+			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt).Scan(append(got.dest(got.d[:0]), &got.created)...)
+		created := got.created
+		switch {
+		case err == nil && created:
+			return j, true, nil
+		case err == nil:
+			return got.job(), false, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return Job{}, false, s.interpret("create job", err)
 		}
 		// A duplicate whose row the statement could not see: it committed
 		// after the statement began. A new statement sees it.
-		got, err = scanJob(pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key))
+		err = pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key).Scan(got.dest(got.d[:0])...)
 		if !errors.Is(err, sql.ErrNoRows) {
-			return got, false, s.interpret("get job by key", err)
+			return got.job(), false, s.interpret("get job by key", err)
 		}
 		// Deleted in between (retention): insert again.
 	}
 	return Job{}, false, errKeptChanging("create job")
 }
 
-// pgHandle is where createJob runs its statements: a database/sql handle
-// or transaction (db), or a pgx transaction (tx), whichever is set.
+// pgHandle is where createJob runs its statements: the store's pool, a
+// database/sql handle or transaction of the caller's (db), or a pgx
+// transaction (tx), whichever is set.
 type pgHandle struct {
-	db DBTX
-	tx pgx.Tx
+	pool *sql.DB
+	db   DBTX
+	tx   pgx.Tx
 }
 
 // pgQueryRow runs a query that returns at most one row through h. A pgx
 // row that is not there fails its Scan with pgx.ErrNoRows, which matches
 // sql.ErrNoRows.
 func pgQueryRow(ctx context.Context, h pgHandle, query string, args ...any) scanner {
-	if h.tx != nil {
+	switch {
+	case h.tx != nil:
 		return h.tx.QueryRow(ctx, query, args...)
+	case h.pool != nil:
+		return scanFunc(func(dest ...any) error { return pgxQueryRow(ctx, h.pool, query, args, dest...) })
 	}
 	return h.db.QueryRowContext(ctx, query, args...)
+}
+
+// scanFunc is a scanner made of a function.
+type scanFunc func(dest ...any) error
+
+func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
+
+// pgxQueryRow runs a query that returns at most one row through pgx
+// itself, on a connection of db, a pool of its "pgx" driver, rather than
+// through database/sql, and scans the row into dest: pgx scans into the
+// destinations directly, where database/sql first builds a decoder per
+// column per query and a value per column. On a pool of another driver (a
+// wrapper) it runs through database/sql.
+func pgxQueryRow(ctx context.Context, db *sql.DB, query string, args []any, dest ...any) error {
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	native := false
+	err = conn.Raw(func(dc any) error {
+		c, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return nil
+		}
+		native = true
+		return c.Conn().QueryRow(ctx, query, args...).Scan(dest...)
+	})
+	if native {
+		return err
+	}
+	return conn.QueryRowContext(ctx, query, args...).Scan(dest...)
+}
+
+// pgJob receives the columns of a job (jobCols) in types that both pgx
+// and database/sql scan into without converting through a value of their
+// own.
+type pgJob struct {
+	j                         Job
+	params, result            []byte
+	state                     string
+	attempts                  int32
+	completedBy               pgtype.Text
+	created, updated, closed_ pgtype.Timestamptz
+}
+
+// dest appends the destinations of the job's columns to d.
+func (p *pgJob) dest(d []any) []any {
+	return append(d, &p.j.ID, &p.j.Owner, &p.j.Key, &p.j.Kind, &p.j.Provider, &p.params, &p.j.Fingerprint,
+		pgState{&p.state}, &p.j.Version, &p.attempts, &p.result, &p.completedBy, &p.j.Reason,
+		&p.created, &p.updated, &p.closed_)
+}
+
+// job returns the job scanned.
+func (p *pgJob) job() Job {
+	j := p.j
+	j.Params = p.params
+	if p.result != nil {
+		j.Result = p.result
+	}
+	j.State = JobState(p.state)
+	j.Attempts = int(p.attempts)
+	j.CompletedBy = p.completedBy.String
+	j.CreatedAt, j.UpdatedAt, j.ClosedAt = pgTime(p.created), pgTime(p.updated), pgTime(p.closed_)
+	return j
+}
+
+// pgState scans a state column into *s: a known state without an
+// allocation, through pgx (as a BytesScanner) or database/sql (a Scanner).
+type pgState struct{ s *string }
+
+func (p pgState) ScanBytes(b []byte) error {
+	*p.s = knownState(b)
+	return nil
+}
+
+func (p pgState) Scan(src any) error {
+	switch v := src.(type) {
+	case string:
+		*p.s = v
+	case []byte:
+		*p.s = knownState(v)
+	default:
+		return fmt.Errorf("jobs: cannot scan %T into a state", src)
+	}
+	return nil
+}
+
+// knownState returns b as a string, the constant of a job's or an
+// attempt's state when it is one.
+func knownState(b []byte) string {
+	for _, s := range [...]string{
+		string(JobPending), string(JobRunning), string(JobSucceeded), string(JobFailed), string(JobCancelled),
+		string(AttemptStarting), string(AttemptUnknown), string(AttemptLost),
+	} {
+		if string(b) == s {
+			return s
+		}
+	}
+	return string(b)
+}
+
+// pgTime is t in UTC, or the zero time for NULL.
+func pgTime(t pgtype.Timestamptz) time.Time {
+	if !t.Valid {
+		return time.Time{}
+	}
+	return t.Time.UTC()
 }
 
 // Job implements Store.
@@ -420,15 +553,33 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 // CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
 // statement (pgCompleteAttempt).
 func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error) {
-	var a Attempt
-	j, err := scanJobAnd(s.db.QueryRowContext(ctx, pgCompleteAttempt, c.AttemptID, string(c.Result), c.At, c.ClaimToken,
-		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix), attemptDest(&a)...)
+	var r struct {
+		j     pgJob
+		a     Attempt
+		state string
+		seq   int32
+		at    time.Time
+		dest  [16 + 8]any
+		args  [7]any
+	}
+	d := r.j.dest(r.dest[:0])
+	d = append(d, &r.seq, &r.a.Provider, pgState{&r.state}, &r.a.BaseVersion, &r.a.Hedge, &r.a.ProviderRef, &r.a.Reason, &r.at)
+	// The time as pgx's own type, which it encodes without wrapping it.
+	at := pgtype.Timestamptz{Time: c.At, Valid: true}
+	args := append(r.args[:0], c.AttemptID, string(c.Result), at, c.ClaimToken,
+		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix)
+	err := pgxQueryRow(ctx, s.db, pgCompleteAttempt, args, d...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return whyNotCompleted(ctx, s, c)
 	}
 	if err != nil {
 		return Job{}, Attempt{}, s.interpret("complete attempt", err)
 	}
+	j := r.j.job()
+	a := r.a
+	a.ID, a.JobID, a.State, a.Seq = c.AttemptID, j.ID, AttemptState(r.state), int(r.seq)
+	stored := c.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
+	a.CreatedAt, a.UpdatedAt, a.FinishedAt = r.at.UTC(), stored, stored
 	return completed(j, a)
 }
 
@@ -590,7 +741,9 @@ var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // NotifyClosed implements CloseNotifier. All waiters of a store share one
 // connection, opened with the settings of the store's pool (or those of
 // ListenDSN) but outside it, which LISTENs while at least one waiter is
-// registered and is closed when the last one leaves. If it cannot listen
+// registered and is closed when the last one leaves. Once it listens, each
+// waiter adds a row to jobs_waiters, which it removes when it stops: the
+// schema's trigger notifies only for a job that has one. If it cannot listen
 // within five seconds, NotifyClosed returns an error and the waiter polls.
 // Behind a proxy that does not keep one server connection for it
 // (PgBouncer in transaction pooling mode), the connection would LISTEN but
@@ -730,8 +883,36 @@ func (l *closeListener) subscribe(ctx context.Context, db *sql.DB, jobID string)
 		stop()
 		return nil, nil, sess.err
 	}
-	return w.wake, stop, nil
+	// Listening: now register, so that the job's closing notifies. The
+	// caller reads the job after this returns, which catches a close that
+	// came first (see 0004_waiters_hot_updates.sql).
+	token := newID(waiterPrefix, time.Now())
+	if _, err := db.ExecContext(ctx, pgAddWaiter, jobID, token); err != nil {
+		stop()
+		return nil, nil, &StorageError{Op: "listen", Kind: StorageUnavailable, Message: "register waiter: " + err.Error()}
+	}
+	var once2 sync.Once
+	leave := func() {
+		once2.Do(func() {
+			stop()
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenReadyTimeout)
+			defer cancel()
+			db.ExecContext(dctx, pgRemoveWaiter, jobID, token) // a row left behind only costs a notification
+		})
+	}
+	return w.wake, leave, nil
 }
+
+// waiterPrefix starts the tokens of rows in jobs_waiters.
+const waiterPrefix = "wait_"
+
+// A waiter's row in jobs_waiters, added under a share lock on its job's
+// row: a close in progress finishes first (see 0004_waiters_hot_updates.sql).
+const (
+	pgAddWaiter = `INSERT INTO jobs_waiters (job_id, token)
+    SELECT id, $2 FROM jobs WHERE id = $1 FOR SHARE`
+	pgRemoveWaiter = `DELETE FROM jobs_waiters WHERE job_id = $1 AND token = $2`
+)
 
 func (l *closeListener) unsubscribe(jobID string, w *closeWaiter) {
 	l.mu.Lock()

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
@@ -218,6 +220,56 @@ func TestNotifyClosed(t *testing.T) {
 	})
 }
 
+// TestNotifyClosedOnlyForWaitedJobs: a job that closes while nobody waits
+// for it sends no notification (each one costs every committer a global
+// lock); a job with a waiter does.
+func TestNotifyClosedOnlyForWaitedJobs(t *testing.T) {
+	t.Parallel()
+	s := testdb.NewPostgres(t)
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, testdb.PostgresDSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN jobs_closed"); err != nil {
+		t.Fatal(err)
+	}
+	quiet := submitJob(t, m, "quiet")
+	waited := submitJob(t, m, "waited")
+	if _, err := m.CancelJob(ctx, quiet.ID, "nobody waits"); err != nil {
+		t.Fatal(err)
+	}
+	wake, stop, err := s.NotifyClosed(ctx, waited.ID)
+	if err != nil {
+		t.Fatalf("NotifyClosed: %v", err)
+	}
+	defer stop()
+	if _, err := m.CancelJob(ctx, waited.ID, "someone waits"); err != nil {
+		t.Fatal(err)
+	}
+	<-wake
+	// Notifications arrive in commit order (other tests' too: the channel
+	// is the database's): quiet's would come before waited's.
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("no notification for the waited job: %v", err)
+		}
+		if n.Payload == quiet.ID {
+			t.Fatal("notified for a job nobody waited for")
+		}
+		if n.Payload == waited.ID {
+			break
+		}
+	}
+}
+
 // TestNotifyClosedReconnects cuts the listening connection: the waiters are
 // woken (notifications may have been lost), and the store listens again.
 func TestNotifyClosedReconnects(t *testing.T) {
@@ -411,5 +463,49 @@ func TestWaitKeepsWaitingWhileTheDatabaseIsUnavailable(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestPurgeRemovesWaitersLeftBehind: a waiter that died without removing
+// its row in jobs_waiters leaves it until its job is purged; a waiter of a
+// job that is kept keeps its row.
+func TestPurgeRemovesWaitersLeftBehind(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testdb.NewPostgres(t)
+	clk := jobstest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	m, err := jobs.New(s, jobs.Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := submitJob(t, m, "purged")
+	kept := submitJob(t, m, "kept")
+	if _, err := m.CancelJob(ctx, gone.ID, "done with"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{gone.ID, kept.ID} {
+		if _, err := s.DB().ExecContext(ctx, `INSERT INTO jobs_waiters (job_id, token) VALUES ($1, 'dead')`, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(48 * time.Hour)
+	if res, err := m.Purge(ctx, jobs.PurgeOptions{Retention: time.Hour}); err != nil || res.Jobs != 1 {
+		t.Fatalf("purge = %+v, %v; want 1 job", res, err)
+	}
+	rows, err := s.DB().QueryContext(ctx, `SELECT job_id FROM jobs_waiters ORDER BY job_id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var left []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		left = append(left, id)
+	}
+	if len(left) != 1 || left[0] != kept.ID {
+		t.Errorf("waiter rows left = %v, want only %s's", left, kept.ID)
 	}
 }
