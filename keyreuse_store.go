@@ -64,7 +64,7 @@ func (s *SQLiteStore) ReplaceJob(ctx context.Context, r JobReplacement) (Job, bo
 	a, b, c := jobStates(r.From)
 	var got Job
 	var created bool
-	err := s.inTx(ctx, "replace job", func(conn *sql.Conn) error {
+	err := s.inTx(ctx, "replace job", func(ctx context.Context, conn *sql.Conn) error {
 		n, err := rowsAffected(ctx, conn, sqliteRetireKey, r.OldID, j.Owner, j.Key, RetiredKey(j.Key, j.ID), a, b, c)
 		if err != nil {
 			return s.interpret("replace job", err)

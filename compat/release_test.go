@@ -2,6 +2,7 @@ package compat
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,7 +85,12 @@ func main() {
 	// mod tidy, which also resolves the tests of every dependency, modules
 	// that a module cache holds only if something once tested them.
 	run(consumer, "get", rootPath+"@"+version)
-	if out, want := run(consumer, "run", "."), "3 3 <nil>\n"; !strings.HasSuffix(out, want) {
+	// SchemaVersion is the newest dialect's; MigrationList("postgres")
+	// lists PostgreSQL's files.
+	pg, _ := filepath.Glob(filepath.Join(root, "migrations", "postgres", "*.sql"))
+	lite, _ := filepath.Glob(filepath.Join(root, "migrations", "sqlite", "*.sql"))
+	want := fmt.Sprintf("%d %d <nil>\n", max(len(pg), len(lite)), len(pg))
+	if out := run(consumer, "run", "."); !strings.HasSuffix(out, want) {
 		t.Errorf("consumer printed %q, want %q", out, want)
 	}
 	run(otel, "build", "./...")
