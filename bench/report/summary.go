@@ -225,9 +225,11 @@ func (r *Report) Markdown(command string) string {
 		"`UPDATE jobs … WHERE id = $1 AND version = $2 AND completed_by IS NULL` and the attempt marked won or lost, in one " +
 		"statement (a data-modifying CTE) on PostgreSQL and one immediate transaction of two statements on SQLite. It reads " +
 		"back only what a caller needs: an ID and a created flag, or a won flag.")
-	p("- `jobs`, this library, through `Manager`. It returns more: the whole job row (17 columns) from Submit and Complete, " +
-		"and it validates and canonicalizes the parameters, fingerprints them, and keeps its schema's triggers, CHECK " +
-		"constraints and indexes for retention and reconcilers. What that costs is in the ratios.")
+	p("- `jobs`, this library, through `Manager`. It returns more: the job itself from Submit and Complete (built from " +
+		"what it sent where it can, read back where it cannot), and it validates and canonicalizes the parameters, " +
+		"fingerprints them, and keeps its schema's CHECK constraints, its indexes for retention and reconcilers and, on " +
+		"PostgreSQL, the trigger that notifies a closed job's waiters (only when someone waits). What that costs is in " +
+		"the ratios.")
 	p("- `sql-tx`, a second baseline for Complete only: the same lean schema, Complete as a transaction of four statements " +
 		"(read the attempt, the compare-and-swap, mark the attempt, commit).")
 	p("- `river`, [River](https://riverqueue.com)'s unique insert (`UniqueOpts{ByArgs: true}`) through `riverpgxv5` and " +
