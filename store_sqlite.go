@@ -34,6 +34,11 @@ type SQLiteStore struct {
 	sqlHandles
 	queue       *writeQueue         // OpenSQLite's files: writers wait here for their turn
 	onWriteWait func(time.Duration) // see ObserveWriteWait
+	// shortBusy: the writer connection waits for SQLite's lock no longer
+	// than sqliteWriterBusyTimeout (OpenSQLite, unless the DSN sets a busy
+	// timeout of its own), so that a statement of UpdateAttempt may run
+	// without ctx's cancellation (see UpdateAttempt).
+	shortBusy bool
 
 	creatingMu sync.Mutex
 	creating   map[ownerKey]*creation // CreateJob's writes under way, by owner and key
@@ -146,7 +151,8 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLiteSt
 		r.SetMaxOpenConns(n)
 		r.SetMaxIdleConns(n)
 	}
-	s := &SQLiteStore{sqlHandles: sqlHandles{db: w, rdb: r, owned: []*sql.DB{w}}, queue: queue}
+	s := &SQLiteStore{sqlHandles: sqlHandles{db: w, rdb: r, owned: []*sql.DB{w}}, queue: queue,
+		shortBusy: !user.Has("_busy_timeout") && !user.Has("_timeout")}
 	if r != w {
 		s.owned = append(s.owned, r)
 	}
@@ -324,9 +330,10 @@ const (
                         AND (a.state IN ('starting', 'unknown') OR (a.state = 'running' AND NOT ?4)))
     RETURNING version, attempt_count, COALESCE(NULLIF(?2, ''), provider)`
 
+	// The attempt it inserts is known from its arguments: it returns
+	// nothing.
 	sqliteInsertAttempt = `INSERT INTO job_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
-    VALUES (?1, ?2, ?3, ?4, 'starting', ?5, ?6, ?7, ?7)
-    RETURNING ` + attemptCols
+    VALUES (?1, ?2, ?3, ?4, 'starting', ?5, ?6, ?7, ?7)`
 
 	sqliteBlocker = `SELECT id, state FROM job_attempts
     WHERE job_id = ?1 AND (state = 'starting' OR state = 'unknown' OR state = 'running')
@@ -335,7 +342,11 @@ const (
 	sqliteOtherInDoubt = `SELECT id, state FROM job_attempts
     WHERE job_id = ?1 AND id <> ?2 AND state IN ('starting', 'unknown') LIMIT 1`
 
-	// UpdateAttempt: as pgUpdateAttempt in store_postgres.go.
+	// UpdateAttempt: as pgUpdateAttempt in store_postgres.go, but it
+	// returns only the columns the update does not set: the rest (the ID,
+	// the state, the times, a reference or reason given) are the call's
+	// own, and '' stands for a reference or reason the call sets. (An open
+	// attempt has no finished_at: job_attempts_finished_check.)
 	sqliteUpdateAttempt = `UPDATE job_attempts SET
         state        = ?2,
         provider_ref = CASE WHEN ?3 = '' THEN provider_ref ELSE ?3 END,
@@ -344,7 +355,8 @@ const (
         finished_at  = CASE WHEN ?6 THEN ?5 ELSE finished_at END
     WHERE id = ?1 AND (state = ?7 OR state = ?8 OR state = ?9) AND (?3 = '' OR provider_ref = '')
       AND (?10 = '' OR claim_token = ?10)
-    RETURNING ` + attemptCols
+    RETURNING job_id, seq, provider, base_version, hedge, created_at,
+        CASE WHEN ?3 = '' THEN provider_ref ELSE '' END, CASE WHEN ?4 = '' THEN reason ELSE '' END`
 
 	// Complete's last step, the attempt's fate, once its transaction has
 	// read the attempt open (in state ?5) and claimed as the call asks.
@@ -386,6 +398,26 @@ const (
 	sqlitePurgeCandidates = `SELECT id FROM jobs WHERE ` + sqlitePurgeable + ` ORDER BY closed_at LIMIT ?2`
 	sqliteCountPurgeable  = `SELECT COUNT(*), COALESCE(SUM(attempt_count), 0) FROM jobs WHERE ` + sqlitePurgeable
 )
+
+// sqliteStateArgs are the attempt states, each boxed once as a statement's
+// argument: a string of its own converted to an interface allocates.
+var sqliteStateArgs = func() map[string]any {
+	m := map[string]any{}
+	for _, st := range []AttemptState{AttemptStarting, AttemptRunning, AttemptUnknown,
+		AttemptSucceeded, AttemptLost, AttemptFailed, AttemptCancelled} {
+		m[string(st)] = string(st)
+	}
+	return m
+}()
+
+// sqliteStateArg returns st as a statement's argument, boxed once if it
+// is an attempt state.
+func sqliteStateArg(st string) any {
+	if v, ok := sqliteStateArgs[st]; ok {
+		return v
+	}
+	return st
+}
 
 // CreateJob implements Store. Reads are cheap and concurrent and writes
 // are serialised, so it looks for a replay through the reader pool before
@@ -569,35 +601,79 @@ func (s *SQLiteStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt
 	return Attempt{}, errKeptChanging("start attempt")
 }
 
+// createAttempt runs the guard and count, then the insert, and builds the
+// attempt from what it wrote: the insert either writes the row it is given
+// or fails.
 func (s *SQLiteStore) createAttempt(ctx context.Context, na NewAttempt) (Attempt, error) {
 	var a Attempt
-	at := na.At.UnixMicro()
+	at := time.UnixMicro(na.At.UnixMicro()).UTC()
 	err := s.inTx(ctx, "start attempt", func(ctx context.Context, conn *sql.Conn) error {
-		var version int64
-		var seq int
-		var provider string
-		err := conn.QueryRowContext(ctx, sqliteOpenJob, na.JobID, na.Provider, at, na.Hedge).Scan(&version, &seq, &provider)
+		// The arguments both statements take are boxed once, and the guard's
+		// answer is scanned into one value rather than three.
+		jobID, micros := any(na.JobID), any(at.UnixMicro())
+		var job struct {
+			version  int64
+			seq      int
+			provider string
+		}
+		err := conn.QueryRowContext(ctx, sqliteOpenJob, jobID, na.Provider, micros, na.Hedge).Scan(&job.version, &job.seq, &job.provider)
 		if err != nil {
 			return s.interpret("start attempt", err)
 		}
-		a, err = scanAttempt(conn.QueryRowContext(ctx, sqliteInsertAttempt, na.ID, na.JobID, seq, provider, version, na.Hedge, at))
-		return s.interpret("start attempt", err)
+		if _, err := conn.ExecContext(ctx, sqliteInsertAttempt, na.ID, jobID, job.seq, job.provider, job.version, na.Hedge, micros); err != nil {
+			return s.interpret("start attempt", err)
+		}
+		a = Attempt{ID: na.ID, JobID: na.JobID, Seq: job.seq, Provider: job.provider, State: AttemptStarting,
+			BaseVersion: job.version, Hedge: na.Hedge, CreatedAt: at, UpdatedAt: at}
+		return nil
 	})
 	return a, err
 }
 
-// UpdateAttempt implements Store.
+// UpdateAttempt implements Store: one guarded update, which returns what
+// the call does not know of the attempt.
+//
+// On a store whose writer waits for SQLite's lock only briefly (shortBusy),
+// the update runs without ctx's cancellation once ctx is found live: it
+// changes one row and waits for no one but a writer outside the write
+// queue, for the busy timeout at most, after which write looks at ctx
+// again. A statement run with a context that can be cancelled costs the
+// driver a goroutine or a callback registered on the context, and
+// database/sql another goroutine to watch its rows.
 func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attempt, error) {
 	if err := u.Check(); err != nil {
 		return Attempt{}, err
 	}
 	from1, from2, from3 := fromStates(u.From)
+	at := time.UnixMicro(u.At.UnixMicro()).UTC()
+	args := []any{u.ID, sqliteStateArg(string(u.To)), u.ProviderRef, u.Reason, at.UnixMicro(), u.To.Terminal(),
+		sqliteStateArg(from1), sqliteStateArg(from2), sqliteStateArg(from3), u.ClaimToken}
 	for range maxRetries {
 		var a Attempt
-		err := s.writeOne(ctx, "update attempt", func() (err error) {
-			a, err = scanAttempt(s.db.QueryRowContext(ctx, sqliteUpdateAttempt,
-				u.ID, string(u.To), u.ProviderRef, u.Reason, u.At.UnixMicro(), u.To.Terminal(), from1, from2, from3, u.ClaimToken))
-			return err
+		err := s.writeOne(ctx, "update attempt", func() error {
+			qctx := ctx
+			if s.shortBusy && ctx.Done() != nil {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				qctx = context.WithoutCancel(ctx)
+			}
+			err := s.db.QueryRowContext(qctx, sqliteUpdateAttempt, args...).Scan(
+				&a.JobID, &a.Seq, &a.Provider, &a.BaseVersion, &a.Hedge, dbTime{&a.CreatedAt}, &a.ProviderRef, &a.Reason)
+			if err != nil {
+				return err
+			}
+			a.ID, a.State, a.UpdatedAt = u.ID, u.To, at
+			if u.To.Terminal() {
+				a.FinishedAt = at
+			}
+			if u.ProviderRef != "" {
+				a.ProviderRef = u.ProviderRef
+			}
+			if u.Reason != "" {
+				a.Reason = u.Reason
+			}
+			return nil
 		})
 		err = s.interpret("update attempt", err)
 		inDoubt := errors.Is(err, errUniqueInDoubt)
@@ -872,13 +948,16 @@ func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(ctx context.C
 			return s.interpret(op, err)
 		}
 		locked()
-		ctx := context.WithoutCancel(ctx)
-		if err := fn(ctx, conn); err != nil {
-			conn.ExecContext(ctx, "ROLLBACK")
+		held := ctx
+		if held.Done() != nil {
+			held = context.WithoutCancel(ctx)
+		}
+		if err := fn(held, conn); err != nil {
+			conn.ExecContext(held, "ROLLBACK")
 			return err
 		}
-		if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-			conn.ExecContext(ctx, "ROLLBACK")
+		if _, err := conn.ExecContext(held, "COMMIT"); err != nil {
+			conn.ExecContext(held, "ROLLBACK")
 			return s.interpret(op, err)
 		}
 		return nil
