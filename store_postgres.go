@@ -423,6 +423,30 @@ func (p *pgJob) job() Job {
 	return j
 }
 
+// pgAttempt receives the columns of an attempt (attemptCols) in types
+// that both pgx and database/sql scan into without converting through a
+// value of their own.
+type pgAttempt struct {
+	a                          Attempt
+	state                      string
+	seq                        int32
+	created, updated, finished pgtype.Timestamptz
+}
+
+// dest appends the destinations of the attempt's columns to d.
+func (p *pgAttempt) dest(d []any) []any {
+	return append(d, &p.a.ID, &p.a.JobID, &p.seq, &p.a.Provider, pgState{&p.state}, &p.a.BaseVersion, &p.a.Hedge,
+		&p.a.ProviderRef, &p.a.Reason, &p.created, &p.updated, &p.finished)
+}
+
+// attempt returns the attempt scanned.
+func (p *pgAttempt) attempt() Attempt {
+	a := p.a
+	a.Seq, a.State = int(p.seq), AttemptState(p.state)
+	a.CreatedAt, a.UpdatedAt, a.FinishedAt = pgTime(p.created), pgTime(p.updated), pgTime(p.finished)
+	return a
+}
+
 // pgState scans a state column into *s: a known state without an
 // allocation, through pgx (as a BytesScanner) or database/sql (a Scanner).
 type pgState struct{ s *string }
@@ -516,11 +540,22 @@ func (s *PostgresStore) Attempts(ctx context.Context, jobID string) ([]Attempt, 
 
 // CreateAttempt implements Store.
 func (s *PostgresStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt, error) {
+	var r struct {
+		a    pgAttempt
+		dest [12]any
+		args [5]any
+	}
+	d := r.a.dest(r.dest[:0])
+	// The time as pgx's own type, which it encodes without wrapping it.
+	at := pgtype.Timestamptz{Time: na.At, Valid: true}
+	args := append(r.args[:0], na.JobID, na.ID, na.Provider, na.Hedge, at)
 	for range maxRetries {
-		a, err := scanAttempt(s.db.QueryRowContext(ctx, pgCreateAttempt, na.JobID, na.ID, na.Provider, na.Hedge, na.At))
-		err = s.interpret("start attempt", err)
+		err := s.interpret("start attempt", pgxQueryRow(ctx, s.db, pgCreateAttempt, args, d...))
+		if err == nil {
+			return r.a.attempt(), nil
+		}
 		if !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, errUniqueInDoubt) {
-			return a, err
+			return Attempt{}, err
 		}
 		if err := whyNoAttempt(ctx, s, na); err != nil {
 			return Attempt{}, err
@@ -535,13 +570,23 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 		return Attempt{}, err
 	}
 	from1, from2, from3 := fromStates(u.From)
+	var r struct {
+		a    pgAttempt
+		dest [12]any
+		args [10]any
+	}
+	d := r.a.dest(r.dest[:0])
+	at := pgtype.Timestamptz{Time: u.At, Valid: true}
+	args := append(r.args[:0], u.ID, string(u.To), u.ProviderRef, u.Reason, at, u.To.Terminal(),
+		from1, from2, from3, u.ClaimToken)
 	for range maxRetries {
-		a, err := scanAttempt(s.db.QueryRowContext(ctx, pgUpdateAttempt,
-			u.ID, string(u.To), u.ProviderRef, u.Reason, u.At, u.To.Terminal(), from1, from2, from3, u.ClaimToken))
-		err = s.interpret("update attempt", err)
+		err := s.interpret("update attempt", pgxQueryRow(ctx, s.db, pgUpdateAttempt, args, d...))
+		if err == nil {
+			return r.a.attempt(), nil
+		}
 		inDoubt := errors.Is(err, errUniqueInDoubt)
 		if !inDoubt && !errors.Is(err, sql.ErrNoRows) {
-			return a, err
+			return Attempt{}, err
 		}
 		if cur, err := whyNotUpdated(ctx, s, u, inDoubt); err != nil {
 			return cur, err
