@@ -176,7 +176,8 @@ SELECT ` + jobCols + `, false FROM jobs
 	// the WHERE on the new row, where the count no longer matches, and the
 	// statement does nothing (the caller looks again). The attempt is
 	// inserted with the job's version and the new count as its Seq. The
-	// unique index on attempts in doubt backs the guard up.
+	// unique index on attempts in doubt backs the guard up. It returns
+	// only the columns the caller does not know.
 	pgCreateAttempt = `WITH j AS (
     UPDATE jobs SET state = 'running', attempt_count = attempt_count + 1, updated_at = $5
      WHERE id = $1
@@ -189,7 +190,7 @@ SELECT ` + jobCols + `, false FROM jobs
 )
 INSERT INTO job_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
 SELECT $2, j.id, j.attempt_count, COALESCE(NULLIF($3, ''), j.provider), 'starting', j.version, $4, $5, $5 FROM j
-RETURNING ` + attemptCols
+RETURNING seq, provider, base_version`
 
 	// The open attempt that blocks a new attempt or a FailJob, for error
 	// reports: one in doubt first, then a running one.
@@ -204,7 +205,9 @@ RETURNING ` + attemptCols
 	// ($3) is recorded only on an attempt that has none: once recorded, it
 	// never changes. A reconciler's write ($10) applies only under its
 	// claim. Moving to unknown beside another attempt in doubt violates
-	// the unique index job_attempts_one_in_doubt.
+	// the unique index job_attempts_one_in_doubt. It returns the columns
+	// the caller does not know: not the ID, the state, nor the times it
+	// sets (finished_at is set exactly in a terminal state).
 	pgUpdateAttempt = `UPDATE job_attempts SET
         state        = $2,
         provider_ref = CASE WHEN $3 = '' THEN provider_ref ELSE $3 END,
@@ -213,7 +216,7 @@ RETURNING ` + attemptCols
         finished_at  = CASE WHEN $6 THEN $5 ELSE finished_at END
     WHERE id = $1 AND state IN ($7, $8, $9) AND ($3 = '' OR provider_ref = '')
       AND ($10 = '' OR claim_token = $10)
-    RETURNING ` + attemptCols
+    RETURNING job_id, seq, provider, base_version, hedge, provider_ref, reason, created_at`
 
 	// Stale attempts, served by job_attempts_stale_idx (updated_at,
 	// claimed_until; partial on open states).
@@ -423,28 +426,42 @@ func (p *pgJob) job() Job {
 	return j
 }
 
-// pgAttempt receives the columns of an attempt (attemptCols) in types
-// that both pgx and database/sql scan into without converting through a
-// value of their own.
-type pgAttempt struct {
-	a                          Attempt
-	state                      string
-	seq                        int32
-	created, updated, finished pgtype.Timestamptz
+// pgText is a text argument that pgx encodes without a copy of the string
+// in an interface value of its own: a pointer fits in one as it is.
+type pgText struct{ s *string }
+
+// TextValue implements pgtype.TextValuer, for pgx.
+func (t pgText) TextValue() (pgtype.Text, error) { return pgtype.Text{String: *t.s, Valid: true}, nil }
+
+// Value implements driver.Valuer, for database/sql.
+func (t pgText) Value() (driver.Value, error) { return *t.s, nil }
+
+// pgKnown scans a text column into *s, through pgx (as a BytesScanner) or
+// database/sql (a Scanner), without an allocation when it holds known.
+type pgKnown struct {
+	s     *string
+	known string
 }
 
-// dest appends the destinations of the attempt's columns to d.
-func (p *pgAttempt) dest(d []any) []any {
-	return append(d, &p.a.ID, &p.a.JobID, &p.seq, &p.a.Provider, pgState{&p.state}, &p.a.BaseVersion, &p.a.Hedge,
-		&p.a.ProviderRef, &p.a.Reason, &p.created, &p.updated, &p.finished)
+func (p *pgKnown) ScanBytes(b []byte) error {
+	if string(b) == p.known {
+		*p.s = p.known
+	} else {
+		*p.s = string(b)
+	}
+	return nil
 }
 
-// attempt returns the attempt scanned.
-func (p *pgAttempt) attempt() Attempt {
-	a := p.a
-	a.Seq, a.State = int(p.seq), AttemptState(p.state)
-	a.CreatedAt, a.UpdatedAt, a.FinishedAt = pgTime(p.created), pgTime(p.updated), pgTime(p.finished)
-	return a
+func (p *pgKnown) Scan(src any) error {
+	switch v := src.(type) {
+	case string:
+		*p.s = v
+	case []byte:
+		return p.ScanBytes(v)
+	default:
+		return fmt.Errorf("jobs: cannot scan %T into a string", src)
+	}
+	return nil
 }
 
 // pgState scans a state column into *s: a known state without an
@@ -540,19 +557,28 @@ func (s *PostgresStore) Attempts(ctx context.Context, jobID string) ([]Attempt, 
 
 // CreateAttempt implements Store.
 func (s *PostgresStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt, error) {
+	// The arguments point into r, which the destinations are in already.
 	var r struct {
-		a    pgAttempt
-		dest [12]any
-		args [5]any
+		jobID, id, provider string
+		at                  pgtype.Timestamptz // pgx's own type, encoded without a wrapper
+		seq                 int32
+		got                 string
+		known               pgKnown
+		base                int64
+		dest                [3]any
+		args                [5]any
 	}
-	d := r.a.dest(r.dest[:0])
-	// The time as pgx's own type, which it encodes without wrapping it.
-	at := pgtype.Timestamptz{Time: na.At, Valid: true}
-	args := append(r.args[:0], na.JobID, na.ID, na.Provider, na.Hedge, at)
+	r.jobID, r.id, r.provider = na.JobID, na.ID, na.Provider
+	r.at = pgtype.Timestamptz{Time: na.At, Valid: true}
+	r.known = pgKnown{&r.got, na.Provider}
+	d := append(r.dest[:0], &r.seq, &r.known, &r.base)
+	args := append(r.args[:0], pgText{&r.jobID}, pgText{&r.id}, pgText{&r.provider}, na.Hedge, &r.at)
 	for range maxRetries {
 		err := s.interpret("start attempt", pgxQueryRow(ctx, s.db, pgCreateAttempt, args, d...))
 		if err == nil {
-			return r.a.attempt(), nil
+			stored := na.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
+			return Attempt{ID: na.ID, JobID: na.JobID, Seq: int(r.seq), Provider: r.got, State: AttemptStarting,
+				BaseVersion: r.base, Hedge: na.Hedge, CreatedAt: stored, UpdatedAt: stored}, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, errUniqueInDoubt) {
 			return Attempt{}, err
@@ -569,20 +595,34 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 	if err := u.Check(); err != nil {
 		return Attempt{}, err
 	}
-	from1, from2, from3 := fromStates(u.From)
+	// As in CreateAttempt, the arguments point into r.
 	var r struct {
-		a    pgAttempt
-		dest [12]any
-		args [10]any
+		u       AttemptUpdate
+		at      pgtype.Timestamptz
+		a       Attempt
+		seq     int32
+		known   pgKnown
+		created pgtype.Timestamptz
+		dest    [8]any
+		args    [10]any
 	}
-	d := r.a.dest(r.dest[:0])
-	at := pgtype.Timestamptz{Time: u.At, Valid: true}
-	args := append(r.args[:0], u.ID, string(u.To), u.ProviderRef, u.Reason, at, u.To.Terminal(),
-		from1, from2, from3, u.ClaimToken)
+	r.u, r.at = u, pgtype.Timestamptz{Time: u.At, Valid: true}
+	r.known = pgKnown{&r.a.ProviderRef, u.ProviderRef}
+	d := append(r.dest[:0], &r.a.JobID, &r.seq, &r.a.Provider, &r.a.BaseVersion, &r.a.Hedge,
+		&r.known, &r.a.Reason, &r.created)
+	from1, from2, from3 := fromStates(u.From)
+	args := append(r.args[:0], pgText{&r.u.ID}, pgStateArg(string(u.To)), pgText{&r.u.ProviderRef}, pgText{&r.u.Reason},
+		&r.at, u.To.Terminal(), pgStateArg(from1), pgStateArg(from2), pgStateArg(from3), pgText{&r.u.ClaimToken})
 	for range maxRetries {
 		err := s.interpret("update attempt", pgxQueryRow(ctx, s.db, pgUpdateAttempt, args, d...))
 		if err == nil {
-			return r.a.attempt(), nil
+			a := r.a
+			a.ID, a.State, a.Seq, a.CreatedAt = u.ID, u.To, int(r.seq), pgTime(r.created)
+			a.UpdatedAt = u.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
+			if u.To.Terminal() {
+				a.FinishedAt = a.UpdatedAt
+			}
+			return a, nil
 		}
 		inDoubt := errors.Is(err, errUniqueInDoubt)
 		if !inDoubt && !errors.Is(err, sql.ErrNoRows) {
@@ -593,6 +633,25 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 		}
 	}
 	return Attempt{}, errKeptChanging("update attempt")
+}
+
+// pgStateArgs holds each attempt state as an argument, made once.
+var pgStateArgs = func() map[string]any {
+	m := map[string]any{}
+	for _, st := range [...]AttemptState{AttemptStarting, AttemptRunning, AttemptUnknown, AttemptSucceeded,
+		AttemptLost, AttemptFailed, AttemptCancelled} {
+		m[string(st)] = string(st)
+	}
+	return m
+}()
+
+// pgStateArg returns a state as an argument, without an allocation when
+// it is an attempt state (as the Store contract requires).
+func pgStateArg(st string) any {
+	if a, ok := pgStateArgs[st]; ok {
+		return a
+	}
+	return st
 }
 
 // CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
