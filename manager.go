@@ -132,7 +132,12 @@ func (m *Manager) Store() Store { return m.store }
 // writeContext detaches an outcome-recording write from the caller's
 // cancellation, bounded by WriteTimeout.
 func (m *Manager) writeContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), m.opts.WriteTimeout)
+	// A context that can never be cancelled and has no deadline (as
+	// context.Background) is detached already.
+	if _, ok := ctx.Deadline(); ok || ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return context.WithTimeout(ctx, m.opts.WriteTimeout)
 }
 
 // checkID checks ctx and an ID argument before anything is read or written.

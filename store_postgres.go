@@ -176,7 +176,8 @@ SELECT ` + jobCols + `, false FROM jobs
 	// the WHERE on the new row, where the count no longer matches, and the
 	// statement does nothing (the caller looks again). The attempt is
 	// inserted with the job's version and the new count as its Seq. The
-	// unique index on attempts in doubt backs the guard up.
+	// unique index on attempts in doubt backs the guard up. It returns
+	// only the columns the caller does not know.
 	pgCreateAttempt = `WITH j AS (
     UPDATE jobs SET state = 'running', attempt_count = attempt_count + 1, updated_at = $5
      WHERE id = $1
@@ -189,7 +190,7 @@ SELECT ` + jobCols + `, false FROM jobs
 )
 INSERT INTO job_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
 SELECT $2, j.id, j.attempt_count, COALESCE(NULLIF($3, ''), j.provider), 'starting', j.version, $4, $5, $5 FROM j
-RETURNING ` + attemptCols
+RETURNING seq, provider, base_version`
 
 	// The open attempt that blocks a new attempt or a FailJob, for error
 	// reports: one in doubt first, then a running one.
@@ -204,7 +205,9 @@ RETURNING ` + attemptCols
 	// ($3) is recorded only on an attempt that has none: once recorded, it
 	// never changes. A reconciler's write ($10) applies only under its
 	// claim. Moving to unknown beside another attempt in doubt violates
-	// the unique index job_attempts_one_in_doubt.
+	// the unique index job_attempts_one_in_doubt. It returns the columns
+	// the caller does not know: not the ID, the state, nor the times it
+	// sets (finished_at is set exactly in a terminal state).
 	pgUpdateAttempt = `UPDATE job_attempts SET
         state        = $2,
         provider_ref = CASE WHEN $3 = '' THEN provider_ref ELSE $3 END,
@@ -213,7 +216,7 @@ RETURNING ` + attemptCols
         finished_at  = CASE WHEN $6 THEN $5 ELSE finished_at END
     WHERE id = $1 AND state IN ($7, $8, $9) AND ($3 = '' OR provider_ref = '')
       AND ($10 = '' OR claim_token = $10)
-    RETURNING ` + attemptCols
+    RETURNING job_id, seq, provider, base_version, hedge, provider_ref, reason, created_at`
 
 	// Stale attempts, served by job_attempts_stale_idx (updated_at,
 	// claimed_until; partial on open states).
@@ -423,6 +426,44 @@ func (p *pgJob) job() Job {
 	return j
 }
 
+// pgText is a text argument that pgx encodes without a copy of the string
+// in an interface value of its own: a pointer fits in one as it is.
+type pgText struct{ s *string }
+
+// TextValue implements pgtype.TextValuer, for pgx.
+func (t pgText) TextValue() (pgtype.Text, error) { return pgtype.Text{String: *t.s, Valid: true}, nil }
+
+// Value implements driver.Valuer, for database/sql.
+func (t pgText) Value() (driver.Value, error) { return *t.s, nil }
+
+// pgKnown scans a text column into *s, through pgx (as a BytesScanner) or
+// database/sql (a Scanner), without an allocation when it holds known.
+type pgKnown struct {
+	s     *string
+	known string
+}
+
+func (p *pgKnown) ScanBytes(b []byte) error {
+	if string(b) == p.known {
+		*p.s = p.known
+	} else {
+		*p.s = string(b)
+	}
+	return nil
+}
+
+func (p *pgKnown) Scan(src any) error {
+	switch v := src.(type) {
+	case string:
+		*p.s = v
+	case []byte:
+		return p.ScanBytes(v)
+	default:
+		return fmt.Errorf("jobs: cannot scan %T into a string", src)
+	}
+	return nil
+}
+
 // pgState scans a state column into *s: a known state without an
 // allocation, through pgx (as a BytesScanner) or database/sql (a Scanner).
 type pgState struct{ s *string }
@@ -516,11 +557,31 @@ func (s *PostgresStore) Attempts(ctx context.Context, jobID string) ([]Attempt, 
 
 // CreateAttempt implements Store.
 func (s *PostgresStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt, error) {
+	// The arguments point into r, which the destinations are in already.
+	var r struct {
+		jobID, id, provider string
+		at                  pgtype.Timestamptz // pgx's own type, encoded without a wrapper
+		seq                 int32
+		got                 string
+		known               pgKnown
+		base                int64
+		dest                [3]any
+		args                [5]any
+	}
+	r.jobID, r.id, r.provider = na.JobID, na.ID, na.Provider
+	r.at = pgtype.Timestamptz{Time: na.At, Valid: true}
+	r.known = pgKnown{&r.got, na.Provider}
+	d := append(r.dest[:0], &r.seq, &r.known, &r.base)
+	args := append(r.args[:0], pgText{&r.jobID}, pgText{&r.id}, pgText{&r.provider}, na.Hedge, &r.at)
 	for range maxRetries {
-		a, err := scanAttempt(s.db.QueryRowContext(ctx, pgCreateAttempt, na.JobID, na.ID, na.Provider, na.Hedge, na.At))
-		err = s.interpret("start attempt", err)
+		err := s.interpret("start attempt", pgxQueryRow(ctx, s.db, pgCreateAttempt, args, d...))
+		if err == nil {
+			stored := na.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
+			return Attempt{ID: na.ID, JobID: na.JobID, Seq: int(r.seq), Provider: r.got, State: AttemptStarting,
+				BaseVersion: r.base, Hedge: na.Hedge, CreatedAt: stored, UpdatedAt: stored}, nil
+		}
 		if !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, errUniqueInDoubt) {
-			return a, err
+			return Attempt{}, err
 		}
 		if err := whyNoAttempt(ctx, s, na); err != nil {
 			return Attempt{}, err
@@ -534,20 +595,63 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 	if err := u.Check(); err != nil {
 		return Attempt{}, err
 	}
+	// As in CreateAttempt, the arguments point into r.
+	var r struct {
+		u       AttemptUpdate
+		at      pgtype.Timestamptz
+		a       Attempt
+		seq     int32
+		known   pgKnown
+		created pgtype.Timestamptz
+		dest    [8]any
+		args    [10]any
+	}
+	r.u, r.at = u, pgtype.Timestamptz{Time: u.At, Valid: true}
+	r.known = pgKnown{&r.a.ProviderRef, u.ProviderRef}
+	d := append(r.dest[:0], &r.a.JobID, &r.seq, &r.a.Provider, &r.a.BaseVersion, &r.a.Hedge,
+		&r.known, &r.a.Reason, &r.created)
 	from1, from2, from3 := fromStates(u.From)
+	args := append(r.args[:0], pgText{&r.u.ID}, pgStateArg(string(u.To)), pgText{&r.u.ProviderRef}, pgText{&r.u.Reason},
+		&r.at, u.To.Terminal(), pgStateArg(from1), pgStateArg(from2), pgStateArg(from3), pgText{&r.u.ClaimToken})
 	for range maxRetries {
-		a, err := scanAttempt(s.db.QueryRowContext(ctx, pgUpdateAttempt,
-			u.ID, string(u.To), u.ProviderRef, u.Reason, u.At, u.To.Terminal(), from1, from2, from3, u.ClaimToken))
-		err = s.interpret("update attempt", err)
+		err := s.interpret("update attempt", pgxQueryRow(ctx, s.db, pgUpdateAttempt, args, d...))
+		if err == nil {
+			a := r.a
+			a.ID, a.State, a.Seq, a.CreatedAt = u.ID, u.To, int(r.seq), pgTime(r.created)
+			a.UpdatedAt = u.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
+			if u.To.Terminal() {
+				a.FinishedAt = a.UpdatedAt
+			}
+			return a, nil
+		}
 		inDoubt := errors.Is(err, errUniqueInDoubt)
 		if !inDoubt && !errors.Is(err, sql.ErrNoRows) {
-			return a, err
+			return Attempt{}, err
 		}
 		if cur, err := whyNotUpdated(ctx, s, u, inDoubt); err != nil {
 			return cur, err
 		}
 	}
 	return Attempt{}, errKeptChanging("update attempt")
+}
+
+// pgStateArgs holds each attempt state as an argument, made once.
+var pgStateArgs = func() map[string]any {
+	m := map[string]any{}
+	for _, st := range [...]AttemptState{AttemptStarting, AttemptRunning, AttemptUnknown, AttemptSucceeded,
+		AttemptLost, AttemptFailed, AttemptCancelled} {
+		m[string(st)] = string(st)
+	}
+	return m
+}()
+
+// pgStateArg returns a state as an argument, without an allocation when
+// it is an attempt state (as the Store contract requires).
+func pgStateArg(st string) any {
+	if a, ok := pgStateArgs[st]; ok {
+		return a
+	}
+	return st
 }
 
 // CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
