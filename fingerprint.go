@@ -174,20 +174,10 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 	}
 	out = append(out, '{')
 	for {
-		p.skipSpace()
-		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
-			return nil, p.errorf("expected an object key")
-		}
-		key, err := p.str()
+		key, err := p.memberKey()
 		if err != nil {
 			return nil, err
 		}
-		p.skipSpace()
-		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
-			return nil, p.errorf("expected ':' after an object key")
-		}
-		p.pos++
-		p.skipSpace()
 		if len(p.members) > base {
 			out = append(out, ',')
 		}
@@ -237,6 +227,26 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
+// memberKey reads an object member's key and the ':' after it, with the
+// spaces around them.
+func (p *canonParser) memberKey() ([]byte, error) {
+	p.skipSpace()
+	if p.pos >= len(p.in) || p.in[p.pos] != '"' {
+		return nil, p.errorf("expected an object key")
+	}
+	key, err := p.str()
+	if err != nil {
+		return nil, err
+	}
+	p.skipSpace()
+	if p.pos >= len(p.in) || p.in[p.pos] != ':' {
+		return nil, p.errorf("expected ':' after an object key")
+	}
+	p.pos++
+	p.skipSpace()
+	return key, nil
+}
+
 // checkObject is object for a parser that only checks.
 func (p *canonParser) checkObject(out []byte, depth int) ([]byte, error) {
 	base := len(p.keys)
@@ -246,20 +256,10 @@ func (p *canonParser) checkObject(out []byte, depth int) ([]byte, error) {
 		return p.put(out, "{}"), nil
 	}
 	for {
-		p.skipSpace()
-		if p.pos >= len(p.in) || p.in[p.pos] != '"' {
-			return nil, p.errorf("expected an object key")
-		}
-		key, err := p.str()
+		key, err := p.memberKey()
 		if err != nil {
 			return nil, err
 		}
-		p.skipSpace()
-		if p.pos >= len(p.in) || p.in[p.pos] != ':' {
-			return nil, p.errorf("expected ':' after an object key")
-		}
-		p.pos++
-		p.skipSpace()
 		if _, err := p.value(nil, depth+1); err != nil {
 			return nil, err
 		}
