@@ -611,8 +611,8 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 	d := append(r.dest[:0], &r.a.JobID, &r.seq, &r.a.Provider, &r.a.BaseVersion, &r.a.Hedge,
 		&r.known, &r.a.Reason, &r.created)
 	from1, from2, from3 := fromStates(u.From)
-	args := append(r.args[:0], pgText{&r.u.ID}, pgStateArg(string(u.To)), pgText{&r.u.ProviderRef}, pgText{&r.u.Reason},
-		&r.at, u.To.Terminal(), pgStateArg(from1), pgStateArg(from2), pgStateArg(from3), pgText{&r.u.ClaimToken})
+	args := append(r.args[:0], pgText{&r.u.ID}, stateArg(string(u.To)), pgText{&r.u.ProviderRef}, pgText{&r.u.Reason},
+		&r.at, u.To.Terminal(), stateArg(from1), stateArg(from2), stateArg(from3), pgText{&r.u.ClaimToken})
 	for range maxRetries {
 		err := s.interpret("update attempt", pgxQueryRow(ctx, s.db, pgUpdateAttempt, args, d...))
 		if err == nil {
@@ -633,25 +633,6 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 		}
 	}
 	return Attempt{}, errKeptChanging("update attempt")
-}
-
-// pgStateArgs holds each attempt state as an argument, made once.
-var pgStateArgs = func() map[string]any {
-	m := map[string]any{}
-	for _, st := range [...]AttemptState{AttemptStarting, AttemptRunning, AttemptUnknown, AttemptSucceeded,
-		AttemptLost, AttemptFailed, AttemptCancelled} {
-		m[string(st)] = string(st)
-	}
-	return m
-}()
-
-// pgStateArg returns a state as an argument, without an allocation when
-// it is an attempt state (as the Store contract requires).
-func pgStateArg(st string) any {
-	if a, ok := pgStateArgs[st]; ok {
-		return a
-	}
-	return st
 }
 
 // CompleteAttempt implements Store: the compare-and-swap of cas.go, in one

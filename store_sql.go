@@ -415,3 +415,23 @@ func fromStates(from []AttemptState) (a, b, c string) {
 	}
 	return s[0], s[1], s[2]
 }
+
+// stateArgs holds each attempt state boxed once as a statement's argument:
+// a string converted to an interface allocates.
+var stateArgs = func() map[string]any {
+	m := map[string]any{}
+	for _, st := range [...]AttemptState{AttemptStarting, AttemptRunning, AttemptUnknown, AttemptSucceeded,
+		AttemptLost, AttemptFailed, AttemptCancelled} {
+		m[string(st)] = string(st)
+	}
+	return m
+}()
+
+// stateArg returns st as a statement's argument, without an allocation
+// when it is an attempt state (as the Store contract requires).
+func stateArg(st string) any {
+	if a, ok := stateArgs[st]; ok {
+		return a
+	}
+	return st
+}

@@ -399,26 +399,6 @@ const (
 	sqliteCountPurgeable  = `SELECT COUNT(*), COALESCE(SUM(attempt_count), 0) FROM jobs WHERE ` + sqlitePurgeable
 )
 
-// sqliteStateArgs are the attempt states, each boxed once as a statement's
-// argument: a string of its own converted to an interface allocates.
-var sqliteStateArgs = func() map[string]any {
-	m := map[string]any{}
-	for _, st := range []AttemptState{AttemptStarting, AttemptRunning, AttemptUnknown,
-		AttemptSucceeded, AttemptLost, AttemptFailed, AttemptCancelled} {
-		m[string(st)] = string(st)
-	}
-	return m
-}()
-
-// sqliteStateArg returns st as a statement's argument, boxed once if it
-// is an attempt state.
-func sqliteStateArg(st string) any {
-	if v, ok := sqliteStateArgs[st]; ok {
-		return v
-	}
-	return st
-}
-
 // CreateJob implements Store. Reads are cheap and concurrent and writes
 // are serialised, so it looks for a replay through the reader pool before
 // it queues for the write lock. Of concurrent calls of this store with one
@@ -646,8 +626,8 @@ func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attem
 	}
 	from1, from2, from3 := fromStates(u.From)
 	at := time.UnixMicro(u.At.UnixMicro()).UTC()
-	args := []any{u.ID, sqliteStateArg(string(u.To)), u.ProviderRef, u.Reason, at.UnixMicro(), u.To.Terminal(),
-		sqliteStateArg(from1), sqliteStateArg(from2), sqliteStateArg(from3), u.ClaimToken}
+	args := []any{u.ID, stateArg(string(u.To)), u.ProviderRef, u.Reason, at.UnixMicro(), u.To.Terminal(),
+		stateArg(from1), stateArg(from2), stateArg(from3), u.ClaimToken}
 	for range maxRetries {
 		var a Attempt
 		err := s.writeOne(ctx, "update attempt", func() error {
