@@ -133,9 +133,8 @@
 // page (store.go): the Manager validates, fingerprints and runs the state
 // machines, and a store only persists, enforcing the invariants atomically.
 // Each SQL dialect lives in one file, store_postgres.go and store_sqlite.go,
-// with the compare-and-swap of both side by side in cas.go, and the key
-// retirement of both in keyreuse_store.go. Package memstore is an
-// in-memory reference store for unit tests and for authors of other
+// with the compare-and-swap of both side by side in cas.go. Package memstore
+// is an in-memory reference store for unit tests and for authors of other
 // stores, package jobstest the conformance suite every store runs, package
 // faultstore a wrapper that injects faults, and package invariant the
 // checker of a store's rows.

@@ -1208,3 +1208,44 @@ func connConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
 	})
 	return cfg, err
 }
+
+// Key reuse: ReplaceJob retires the old job's key and creates the new job
+// in one step. The unique constraint on (owner, idempotency_key) still
+// binds every key: a retired job holds RetiredKey(key, new job's ID) in that
+// column, longer than any key a client can submit and unique per
+// replacement, which scanJob reads back into Job.Key and Job.ReplacedBy.
+
+const (
+	// pgReplaceJob retires the old job's key and inserts the new job, in
+	// one statement: both or neither. The UPDATE locks the old row; a
+	// concurrent replacement waits for it, then finds the key moved and
+	// retires nothing. The INSERT's unique check does not see the old
+	// row's key, which this statement itself has moved; a concurrent
+	// Submit of the key waits for this statement's transaction and then
+	// finds the new job. No row comes back if nothing was retired.
+	pgReplaceJob = `WITH retired AS (
+    UPDATE jobs SET idempotency_key = $9
+     WHERE id = $10 AND owner = $2 AND idempotency_key = $3 AND state IN ($11, $12, $13)
+    RETURNING id
+)
+INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
+SELECT $1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8 WHERE EXISTS (SELECT 1 FROM retired)
+RETURNING ` + jobCols
+)
+
+// ReplaceJob implements Store.
+func (s *PostgresStore) ReplaceJob(ctx context.Context, r JobReplacement) (Job, bool, error) {
+	if err := r.Check(); err != nil {
+		return Job{}, false, err
+	}
+	j := r.New
+	a, b, c := jobStates(r.From)
+	got, err := scanJob(s.db.QueryRowContext(ctx, pgReplaceJob,
+		j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt,
+		RetiredKey(j.Key, j.ID), r.OldID, a, b, c))
+	if !errors.Is(err, sql.ErrNoRows) {
+		return got, err == nil, s.interpret("replace job", err)
+	}
+	// Nothing retired: the key is another job's now, or free.
+	return s.CreateJob(ctx, j)
+}

@@ -435,3 +435,15 @@ func stateArg(st string) any {
 	}
 	return st
 }
+
+// jobStates pads ReplaceJob's states to three, with a state no job is
+// ever in, for the three placeholders of the statements above.
+func jobStates(from []JobState) (a, b, c string) {
+	var s [3]string
+	for i := range s {
+		if i < len(from) {
+			s[i] = string(from[i])
+		}
+	}
+	return s[0], s[1], s[2]
+}

@@ -1178,3 +1178,44 @@ func (s *SQLiteStore) interpret(op string, err error) error {
 	// from SQLITE_BUSY (5).
 	return &StorageError{Op: op, Kind: kind, Code: strconv.Itoa(code), Message: msg}
 }
+
+// Key reuse: ReplaceJob retires the old job's key and creates the new job
+// in one step. The unique constraint on (owner, idempotency_key) still
+// binds every key: a retired job holds RetiredKey(key, new job's ID) in that
+// column, longer than any key a client can submit and unique per
+// replacement, which scanJob reads back into Job.Key and Job.ReplacedBy.
+
+const (
+	// sqliteRetireKey is the first statement of SQLiteStore.ReplaceJob's
+	// transaction; the second is sqliteCreateJob. The write lock, taken
+	// at BEGIN, makes the pair atomic against every other writer.
+	sqliteRetireKey = `UPDATE jobs SET idempotency_key = ?4
+    WHERE id = ?1 AND owner = ?2 AND idempotency_key = ?3 AND state IN (?5, ?6, ?7)`
+)
+
+// ReplaceJob implements Store.
+func (s *SQLiteStore) ReplaceJob(ctx context.Context, r JobReplacement) (Job, bool, error) {
+	if err := r.Check(); err != nil {
+		return Job{}, false, err
+	}
+	j := r.New
+	a, b, c := jobStates(r.From)
+	var got Job
+	var created bool
+	err := s.inTx(ctx, "replace job", func(ctx context.Context, conn *sql.Conn) error {
+		n, err := rowsAffected(ctx, conn, sqliteRetireKey, r.OldID, j.Owner, j.Key, RetiredKey(j.Key, j.ID), a, b, c)
+		if err != nil {
+			return s.interpret("replace job", err)
+		}
+		got, created, err = s.createJob(ctx, conn, j)
+		if err == nil && n == 1 && !created {
+			// The key was retired, so nothing else can hold it.
+			err = &StorageError{Op: "replace job", Kind: StorageOther, Message: "the retired key is held by another job"}
+		}
+		return err
+	})
+	if err != nil {
+		return Job{}, false, err
+	}
+	return got, created, nil
+}
