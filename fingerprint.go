@@ -188,19 +188,13 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 			return nil, err
 		}
 		p.members = append(p.members, member{key, start, len(out)})
-		p.skipSpace()
-		if p.pos >= len(p.in) {
-			return nil, p.errorf("unexpected end of input in an object")
+		more, err := p.memberEnd()
+		if err != nil {
+			return nil, err
 		}
-		if p.in[p.pos] == ',' {
-			p.pos++
-			continue
-		}
-		if p.in[p.pos] == '}' {
-			p.pos++
+		if !more {
 			break
 		}
-		return nil, p.errorf("expected ',' or '}' in an object")
 	}
 	ms := p.members[base:]
 	defer func() { p.members = p.members[:base] }()
@@ -247,6 +241,23 @@ func (p *canonParser) memberKey() ([]byte, error) {
 	return key, nil
 }
 
+// memberEnd reads what follows an object member: ',' (more is true) or
+// the '}' that ends the object.
+func (p *canonParser) memberEnd() (more bool, err error) {
+	p.skipSpace()
+	switch {
+	case p.pos >= len(p.in):
+		return false, p.errorf("unexpected end of input in an object")
+	case p.in[p.pos] == ',':
+		p.pos++
+		return true, nil
+	case p.in[p.pos] == '}':
+		p.pos++
+		return false, nil
+	}
+	return false, p.errorf("expected ',' or '}' in an object")
+}
+
 // checkObject is object for a parser that only checks.
 func (p *canonParser) checkObject(out []byte, depth int) ([]byte, error) {
 	base := len(p.keys)
@@ -264,19 +275,13 @@ func (p *canonParser) checkObject(out []byte, depth int) ([]byte, error) {
 			return nil, err
 		}
 		p.keys = append(p.keys, key)
-		p.skipSpace()
-		if p.pos >= len(p.in) {
-			return nil, p.errorf("unexpected end of input in an object")
+		more, err := p.memberEnd()
+		if err != nil {
+			return nil, err
 		}
-		if p.in[p.pos] == ',' {
-			p.pos++
-			continue
-		}
-		if p.in[p.pos] == '}' {
-			p.pos++
+		if !more {
 			break
 		}
-		return nil, p.errorf("expected ',' or '}' in an object")
 	}
 	keys := p.keys[base:]
 	slices.SortFunc(keys, bytes.Compare)
