@@ -289,9 +289,9 @@ func (s *SQLiteStore) AppliedMigrations(ctx context.Context) ([]AppliedMigration
 // a RETURNING clause through another: each costs a page cache of its own
 // and several allocations. The statements of the hot paths therefore spell
 // such lists as comparisons joined by OR, and write without RETURNING where
-// the store knows what it wrote. (The CHECK constraints and the predicate
-// of job_attempts_stale_idx keep their IN lists: StaleAttempts repeats that
-// predicate word for word, so that SQLite uses the index.)
+// the store knows what it wrote. The schema does the same in its CHECK
+// constraints and partial indexes (migration 0004), which every insert and
+// update evaluates.
 const (
 	// CreateJob's insert writes nothing for a key that is taken; the job
 	// it writes is the one given, so it returns nothing.
@@ -365,9 +365,10 @@ const (
     WHERE id = ?1 AND state = ?5`
 
 	// Served by job_attempts_stale_idx (updated_at, claimed_until; partial
-	// on open states).
+	// on open states): its predicate is repeated word for word, as SQLite
+	// uses a partial index only for a query that says what it says.
 	sqliteStaleAttempts = `SELECT ` + attemptCols + ` FROM job_attempts
-    WHERE state IN ('starting', 'running', 'unknown')
+    WHERE (state = 'starting' OR state = 'running' OR state = 'unknown')
       AND updated_at < ?3
       AND ((state = 'unknown' AND updated_at < ?1) OR (state <> 'unknown' AND updated_at < ?2))
       AND (claimed_until IS NULL OR claimed_until <= ?5)
