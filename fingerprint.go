@@ -122,14 +122,14 @@ func (p *canonParser) value(out []byte, depth int) ([]byte, error) {
 	case c == '[':
 		return p.array(out, depth)
 	case c == '"':
-		s, err := p.str()
+		s, escaped, err := p.str()
 		if err != nil {
 			return nil, err
 		}
 		if p.check {
 			return out, nil
 		}
-		return appendString(out, s), nil
+		return appendStr(out, s, escaped), nil
 	case c == '-' || (c >= '0' && c <= '9'):
 		return p.number(out)
 	case p.literal("true"):
@@ -174,7 +174,7 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 	}
 	out = append(out, '{')
 	for {
-		key, err := p.memberKey()
+		key, escaped, err := p.memberKey()
 		if err != nil {
 			return nil, err
 		}
@@ -182,7 +182,7 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 			out = append(out, ',')
 		}
 		start := len(out)
-		out = appendString(out, key)
+		out = appendStr(out, key, escaped)
 		out = append(out, ':')
 		if out, err = p.value(out, depth+1); err != nil {
 			return nil, err
@@ -223,22 +223,21 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 
 // memberKey reads an object member's key and the ':' after it, with the
 // spaces around them.
-func (p *canonParser) memberKey() ([]byte, error) {
+func (p *canonParser) memberKey() (key []byte, escaped bool, err error) {
 	p.skipSpace()
 	if p.pos >= len(p.in) || p.in[p.pos] != '"' {
-		return nil, p.errorf("expected an object key")
+		return nil, false, p.errorf("expected an object key")
 	}
-	key, err := p.str()
-	if err != nil {
-		return nil, err
+	if key, escaped, err = p.str(); err != nil {
+		return nil, false, err
 	}
 	p.skipSpace()
 	if p.pos >= len(p.in) || p.in[p.pos] != ':' {
-		return nil, p.errorf("expected ':' after an object key")
+		return nil, false, p.errorf("expected ':' after an object key")
 	}
 	p.pos++
 	p.skipSpace()
-	return key, nil
+	return key, escaped, nil
 }
 
 // memberEnd reads what follows an object member: ',' (more is true) or
@@ -267,7 +266,7 @@ func (p *canonParser) checkObject(out []byte, depth int) ([]byte, error) {
 		return p.put(out, "{}"), nil
 	}
 	for {
-		key, err := p.memberKey()
+		key, _, err := p.memberKey()
 		if err != nil {
 			return nil, err
 		}
@@ -367,28 +366,30 @@ func (p *canonParser) number(out []byte) ([]byte, error) {
 }
 
 // str decodes a JSON string starting at the opening quote. Without escapes
-// the result is a part of the input, not a copy.
-func (p *canonParser) str() ([]byte, error) {
+// the result is a part of the input, not a copy, and escaped is false:
+// it then holds nothing that a JSON string must escape.
+func (p *canonParser) str() (s []byte, escaped bool, err error) {
 	p.pos++ // "
 	start := p.pos
 	// Fast path: no escapes.
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
+		if plainByte[c] {
+			p.pos++
+			continue
+		}
 		if c == '"' {
 			s := p.in[start:p.pos:p.pos]
 			if !utf8.Valid(s) {
-				return nil, p.errorf("string is not valid UTF-8")
+				return nil, false, p.errorf("string is not valid UTF-8")
 			}
 			p.pos++
-			return s, nil
+			return s, false, nil
 		}
 		if c == '\\' {
 			break
 		}
-		if c < 0x20 {
-			return nil, p.errorf("control character in a string")
-		}
-		p.pos++
+		return nil, false, p.errorf("control character in a string")
 	}
 	buf := append([]byte(nil), p.in[start:p.pos]...)
 	for p.pos < len(p.in) {
@@ -396,12 +397,12 @@ func (p *canonParser) str() ([]byte, error) {
 		switch {
 		case c == '"':
 			if !utf8.Valid(buf) {
-				return nil, p.errorf("string is not valid UTF-8")
+				return nil, false, p.errorf("string is not valid UTF-8")
 			}
 			p.pos++
-			return buf, nil
+			return buf, true, nil
 		case c < 0x20:
-			return nil, p.errorf("control character in a string")
+			return nil, false, p.errorf("control character in a string")
 		case c != '\\':
 			buf = append(buf, c)
 			p.pos++
@@ -429,26 +430,46 @@ func (p *canonParser) str() ([]byte, error) {
 		case 'u':
 			r, ok := p.hex4()
 			if !ok {
-				return nil, p.errorf("invalid \\u escape")
+				return nil, false, p.errorf("invalid \\u escape")
 			}
 			if utf16.IsSurrogate(r) {
 				r2 := rune(-1)
 				if p.pos+1 < len(p.in) && p.in[p.pos] == '\\' && p.in[p.pos+1] == 'u' {
 					p.pos += 2
 					if r2, ok = p.hex4(); !ok {
-						return nil, p.errorf("invalid \\u escape")
+						return nil, false, p.errorf("invalid \\u escape")
 					}
 				}
 				if r = utf16.DecodeRune(r, r2); r == utf8.RuneError {
-					return nil, p.errorf("invalid UTF-16 surrogate pair")
+					return nil, false, p.errorf("invalid UTF-16 surrogate pair")
 				}
 			}
 			buf = utf8.AppendRune(buf, r)
 		default:
-			return nil, p.errorf("invalid escape \\%c", e)
+			return nil, false, p.errorf("invalid escape \\%c", e)
 		}
 	}
-	return nil, p.errorf("unterminated string")
+	return nil, false, p.errorf("unterminated string")
+}
+
+// plainByte tells the bytes that a JSON string holds as they are: not a
+// control character, not '"', not '\\'.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// appendStr writes s, a string str read, as a JSON string: as it was read
+// when it had no escapes (nothing in it needs one), else re-escaped.
+func appendStr(out, s []byte, escaped bool) []byte {
+	if escaped {
+		return appendString(out, s)
+	}
+	out = append(out, '"')
+	out = append(out, s...)
+	return append(out, '"')
 }
 
 func (p *canonParser) hex4() (rune, bool) {
