@@ -60,6 +60,11 @@ func main() {
 		writeFile(t, filepath.Join(otel, name), string(b))
 	}
 
+	// Every other module comes from this machine's module cache, as the
+	// module proxy would serve it: fetched there first, as a user's go
+	// would fetch it, in case nothing here has built the otel module yet.
+	downloadRequirements(t, filepath.Join(root, "go.mod"), filepath.Join(root, "otel", "go.mod"))
+
 	modcache := t.TempDir() // the user's, empty: nothing of this checkout in it
 	env := append(os.Environ(),
 		"GOWORK=off",
@@ -97,6 +102,34 @@ func main() {
 }
 
 const rootPath = "github.com/intentjobs/jobs"
+
+// downloadRequirements fetches into this machine's module cache every
+// module the go.mod files at paths require, but the root module.
+func downloadRequirements(t *testing.T, paths ...string) {
+	t.Helper()
+	args := []string{"mod", "download"}
+	for _, path := range paths {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := modfile.Parse(path, b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range f.Require {
+			if r.Mod.Path != rootPath {
+				args = append(args, r.Mod.Path+"@"+r.Mod.Version)
+			}
+		}
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = t.TempDir() // outside any module
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
 
 // requiredRootVersion reads the version of the root module that the
 // go.mod at path requires.
