@@ -44,7 +44,8 @@ type SQLiteStore struct {
 	creatingMu sync.Mutex
 	creating   map[ownerKey]*creation // CreateJob's writes under way, by owner and key
 	// lastCreated: the last CreateJob that wrote created its job (the key
-	// was new), so the next may write without looking for a replay first.
+	// was new), and no lookup since found one: the next writes without
+	// looking for a replay first.
 	lastCreated atomic.Bool
 }
 
@@ -405,17 +406,19 @@ const (
 )
 
 // CreateJob implements Store. Reads are cheap and concurrent and writes
-// are serialised, so it looks for a replay through the reader pool before
-// it queues for the write lock, unless the write would begin at once and
-// the last key written was new: then the insert itself finds a replay
-// (it writes nothing for a key that is taken), as cheaply as the lookup
-// would, and a new key costs one statement, not two. Of concurrent calls
+// are serialised, so after a replay it looks for the next one through the
+// reader pool before it queues for the write lock. After a new key it
+// goes straight to the insert, which finds a replay by itself (it writes
+// nothing for a key that is taken): a new key then costs one statement,
+// not two, and no CPU that the writer could use. A lookup that finds its
+// key, or an insert that does, puts the next call back on the lookup
+// first; a storm of one key is coalesced either way. Of concurrent calls
 // of this store with one owner and key that all found no job, only the
 // first writes; the others wait for it and return the job it created or
 // found (a copy each), and write themselves only if it failed. A storm of
 // duplicates costs one write, not one per caller in line for the lock.
 func (s *SQLiteStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
-	if !s.lastCreated.Load() || !s.queue.idle() {
+	if !s.lastCreated.Load() {
 		if got, found, err := s.jobByKeyIfAny(ctx, j.Owner, j.Key); found || err != nil {
 			s.lastCreated.Store(false)
 			return got, false, err
@@ -1084,10 +1087,6 @@ func (q *writeQueue) lock(ctx context.Context) error {
 	q.held = f
 	return nil
 }
-
-// idle reports whether nobody holds the turn to write: a write would begin
-// at once. It is a hint, stale as soon as it returns.
-func (q *writeQueue) idle() bool { return q != nil && len(q.turn) == 0 }
 
 // unlock ends the caller's turn: the file lock first, then the store's turn.
 func (q *writeQueue) unlock() {

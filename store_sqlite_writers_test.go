@@ -78,9 +78,9 @@ func TestSQLiteManyWriters(t *testing.T) {
 }
 
 // ObserveWriteWait reports one wait per write of a SQLite store; a
-// PostgreSQL store ignores it. A replay right after a new key, with nobody
-// writing, is found by the insert (one write that changes nothing); the
-// replay after it is found by a read first, and does not queue to write.
+// PostgreSQL store ignores it. A replay right after a new key is found by
+// the insert (one write that changes nothing); the replay after it is
+// found by a read first, and does not queue to write.
 func TestObserveWriteWaitOncePerWrite(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
