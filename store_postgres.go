@@ -35,6 +35,7 @@ import (
 type PostgresStore struct {
 	sqlHandles
 	listener closeListener // shared by the waiters of Manager.Wait
+	keys     keyStreak     // CreateJob's recent keys: new ones in a row
 }
 
 // OpenPostgres connects to PostgreSQL through pgx's database/sql driver and
@@ -141,6 +142,14 @@ SELECT '', '', '', '', '', NULL::json, '', '', 0::bigint, 0, NULL::json, NULL::t
 UNION ALL
 SELECT ` + jobCols + `, false FROM jobs
  WHERE owner = $2 AND idempotency_key = $3 AND NOT EXISTS (SELECT 1 FROM ins)`
+
+	// Submit of a key that is probably new (keyStreak): the insert alone,
+	// cheaper than pgCreateJob's common table expression. No row: the key
+	// is taken, and createJob reads its job with a second statement.
+	pgInsertJob = `INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8)
+    ON CONFLICT (owner, idempotency_key) DO NOTHING
+    RETURNING true`
 
 	pgJobByID   = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1`
 	pgJobByKey  = `SELECT ` + jobCols + ` FROM jobs WHERE owner = $1 AND idempotency_key = $2`
@@ -290,7 +299,26 @@ SELECT (SELECT COUNT(*) FROM dj), (SELECT COUNT(*) FROM da)`
 
 // CreateJob implements Store.
 func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
-	return s.createJob(ctx, pgHandle{pool: s.db}, j)
+	h := pgHandle{pool: s.db}
+	if s.keys.newKeys() {
+		// Keys have been new of late: the plain insert first (one round
+		// trip for a new key), and the job read by a second statement if
+		// the key is taken after all.
+		var inserted bool
+		err := pgQueryRow(ctx, h, pgInsertJob,
+			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt).Scan(&inserted)
+		switch {
+		case err == nil:
+			return j, true, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return Job{}, false, s.interpret("create job", err)
+		}
+	}
+	got, created, err := s.createJob(ctx, h, j)
+	if err == nil {
+		s.keys.record(created)
+	}
+	return got, created, err
 }
 
 // CreateJobTx implements Store. It runs each statement once: PostgreSQL

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 )
 
@@ -92,6 +93,32 @@ func passThrough(op string, err error) (error, bool) {
 		}
 	}
 	return nil, false
+}
+
+// keyStreak counts the keys a store's CreateJob found new, in a row, up to
+// insertFirstAfter. A new key is written by one plain insert, a replay
+// found by one read; a statement that does both in one step (PostgreSQL),
+// or a read before the insert (SQLite, whose reads do not queue for the
+// write lock), costs a new key more. Past a streak of new keys the store
+// tries the plain insert first, and the first key found taken ends the
+// streak: replays and storms of one key, where most calls find the key
+// taken, keep the statement that serves them best. Either way the answer
+// is the same; only its cost differs.
+type keyStreak struct{ n atomic.Int32 }
+
+const insertFirstAfter = 4
+
+// newKeys reports whether the last insertFirstAfter keys were new.
+func (k *keyStreak) newKeys() bool { return k.n.Load() >= insertFirstAfter }
+
+// record counts a key found new (created) or taken.
+func (k *keyStreak) record(created bool) {
+	switch n := k.n.Load(); {
+	case created && n < insertFirstAfter:
+		k.n.Add(1)
+	case !created && n != 0:
+		k.n.Store(0)
+	}
 }
 
 // The columns every job and attempt query returns, in the order the scan

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -43,10 +42,7 @@ type SQLiteStore struct {
 
 	creatingMu sync.Mutex
 	creating   map[ownerKey]*creation // CreateJob's writes under way, by owner and key
-	// lastCreated: the last CreateJob that wrote created its job (the key
-	// was new), and no lookup since found one: the next writes without
-	// looking for a replay first.
-	lastCreated atomic.Bool
+	keys       keyStreak              // CreateJob's recent keys: new ones in a row
 }
 
 // ownerKey is a job's owner and key.
@@ -406,21 +402,22 @@ const (
 )
 
 // CreateJob implements Store. Reads are cheap and concurrent and writes
-// are serialised, so after a replay it looks for the next one through the
-// reader pool before it queues for the write lock. After a new key it
-// goes straight to the insert, which finds a replay by itself (it writes
-// nothing for a key that is taken): a new key then costs one statement,
-// not two, and no CPU that the writer could use. A lookup that finds its
-// key, or an insert that does, puts the next call back on the lookup
-// first; a storm of one key is coalesced either way. Of concurrent calls
+// are serialised, so it looks for a replay through the reader pool before
+// it queues for the write lock, unless keys have been new of late
+// (keyStreak): then it goes straight to the insert, which finds a replay
+// by itself (it writes nothing for a key that is taken), and a new key
+// costs one statement, not two, and no CPU that the writer could use. Of
+// concurrent calls
 // of this store with one owner and key that all found no job, only the
 // first writes; the others wait for it and return the job it created or
 // found (a copy each), and write themselves only if it failed. A storm of
 // duplicates costs one write, not one per caller in line for the lock.
 func (s *SQLiteStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
-	if !s.lastCreated.Load() {
+	if !s.keys.newKeys() {
 		if got, found, err := s.jobByKeyIfAny(ctx, j.Owner, j.Key); found || err != nil {
-			s.lastCreated.Store(false)
+			if found {
+				s.keys.record(false)
+			}
 			return got, false, err
 		}
 	}
@@ -489,7 +486,7 @@ func (s *SQLiteStore) writeJob(ctx context.Context, j Job) (Job, bool, error) {
 		return err
 	})
 	if err == nil {
-		s.lastCreated.Store(created)
+		s.keys.record(created)
 	}
 	return got, created, err
 }

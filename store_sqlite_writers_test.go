@@ -78,9 +78,10 @@ func TestSQLiteManyWriters(t *testing.T) {
 }
 
 // ObserveWriteWait reports one wait per write of a SQLite store; a
-// PostgreSQL store ignores it. A replay right after a new key is found by
-// the insert (one write that changes nothing); the replay after it is
-// found by a read first, and does not queue to write.
+// PostgreSQL store ignores it. A replay is found by a read, and does not
+// queue to write, except right after a streak of new keys: then the
+// insert finds it (one write that changes nothing), and the next replay is
+// read again.
 func TestObserveWriteWaitOncePerWrite(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -88,7 +89,7 @@ func TestObserveWriteWaitOncePerWrite(t *testing.T) {
 		open func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore
 		want int
 	}{
-		{"sqlite", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return testdb.NewSQLite(t, opts...) }, 4},
+		{"sqlite", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return testdb.NewSQLite(t, opts...) }, 8},
 		{"postgres", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return testdb.NewPostgres(t, opts...) }, 0},
 	}
 	for _, tc := range cases {
@@ -103,12 +104,16 @@ func TestObserveWriteWaitOncePerWrite(t *testing.T) {
 			}))
 			m := jobstest.NewManager(t, store, jobs.Options{Logger: discard})
 			ctx := t.Context()
-			req := jobs.SubmitRequest{Owner: "o", Key: "k", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)}
-			j, _, err := m.Submit(ctx, req)
-			if err != nil {
-				t.Fatal(err)
+			req := jobs.SubmitRequest{Owner: "o", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`)}
+			var j jobs.Job
+			for i := range 5 { // 5 writes
+				req.Key = fmt.Sprint("k", i)
+				var err error
+				if j, _, err = m.Submit(ctx, req); err != nil {
+					t.Fatal(err)
+				}
 			}
-			for range 2 {
+			for range 3 { // 1 write (after the streak of new keys), then 2 reads
 				if _, created, err := m.Submit(ctx, req); err != nil || created {
 					t.Fatalf("replay: created %v, %v", created, err)
 				}
@@ -123,7 +128,7 @@ func TestObserveWriteWaitOncePerWrite(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if len(waits) != tc.want {
-				t.Errorf("%d waits observed for a Submit, two replays, StartAttempt and Complete, want %d", len(waits), tc.want)
+				t.Errorf("%d waits observed for 5 Submits, 3 replays, StartAttempt and Complete, want %d", len(waits), tc.want)
 			}
 			for _, d := range waits {
 				if d < 0 {

@@ -28,6 +28,7 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		fn   func(t *testing.T, newStore func(t testing.TB) jobs.Store)
 	}{
 		{"DoubleClick", testDoubleClick},
+		{"AfterNewKeys", testAfterNewKeys},
 		{"SameIntent", testSameIntent},
 		{"KeyConflict", testKeyConflict},
 		{"KeyReuse", testKeyReuse},
