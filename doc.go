@@ -158,8 +158,10 @@
 // existing row. StartAttempt and Complete are one statement each. On SQLite,
 // Submit looks the key up through a pool of readers before it queues for the
 // single writer, so replays never wait for the write lock, and each connection
-// keeps its prepared statements. The bench module measures every verb beside
-// hand-written SQL and River on both databases and writes a table and a chart:
+// keeps its prepared statements. After a run of new keys both stores try the
+// plain insert first, which is cheaper for a new key, until a key is found
+// taken. The bench module measures every verb beside hand-written SQL and
+// River on both databases and writes a table and a chart:
 //
 //	cd bench && go run ./cmd/report
 //
