@@ -109,15 +109,7 @@ func downloadRequirements(t *testing.T, paths ...string) {
 	t.Helper()
 	args := []string{"mod", "download"}
 	for _, path := range paths {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := modfile.Parse(path, b, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range f.Require {
+		for _, r := range readModFile(t, path).Require {
 			if r.Mod.Path != rootPath {
 				args = append(args, r.Mod.Path+"@"+r.Mod.Version)
 			}
@@ -131,9 +123,8 @@ func downloadRequirements(t *testing.T, paths ...string) {
 	}
 }
 
-// requiredRootVersion reads the version of the root module that the
-// go.mod at path requires.
-func requiredRootVersion(t *testing.T, path string) string {
+// readModFile parses the go.mod file at path.
+func readModFile(t *testing.T, path string) *modfile.File {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -143,6 +134,14 @@ func requiredRootVersion(t *testing.T, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f
+}
+
+// requiredRootVersion reads the version of the root module that the
+// go.mod at path requires.
+func requiredRootVersion(t *testing.T, path string) string {
+	t.Helper()
+	f := readModFile(t, path)
 	for _, r := range f.Require {
 		if r.Mod.Path == rootPath {
 			for _, rep := range f.Replace {

@@ -20,7 +20,7 @@ import (
 func testAfterNewKeys(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	e := setup(t, newStore)
 	var streak []jobs.Job
-	newKeys := func() {
+	newKeys := func(t *testing.T) {
 		t.Helper()
 		for range 8 {
 			j, created, err := e.m.Submit(e.ctx, req("owner-1", "new-"+randomHex(6)))
@@ -32,7 +32,8 @@ func testAfterNewKeys(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	}
 	for round := range 3 {
 		t.Run(fmt.Sprint("round ", round), func(t *testing.T) {
-			newKeys()
+			e := e.with(t)
+			newKeys(t)
 			first := streak[0]
 			j, created, err := e.m.Submit(e.ctx, req(first.Owner, first.Key))
 			if err != nil || created {
@@ -42,7 +43,7 @@ func testAfterNewKeys(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 				t.Errorf("replay after new keys returned another job (-want +got):\n%s", diff)
 			}
 
-			newKeys()
+			newKeys(t)
 			other := req(first.Owner, first.Key)
 			other.Params = json.RawMessage(`{"amount":1300,"currency":"eur"}`)
 			_, _, err = e.m.Submit(e.ctx, other)
@@ -54,32 +55,11 @@ func testAfterNewKeys(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 				t.Errorf("the existing job changed (-before +after):\n%s", diff)
 			}
 
-			newKeys()
-			const n = 32
+			newKeys(t)
 			key := "burst-" + randomHex(6)
-			ids, made, errs := make([]string, n), make([]bool, n), make([]error, n)
-			release(n, func(i int) {
-				var j jobs.Job
-				j, made[i], errs[i] = e.m.Submit(e.ctx, req("owner-1", key))
-				ids[i] = j.ID
-			})
-			nCreated := 0
-			for i := range n {
-				if errs[i] != nil {
-					t.Fatalf("Submit %d of the burst: %v", i, errs[i])
-				}
-				if ids[i] != ids[0] {
-					t.Fatalf("Submit %d of the burst returned job %s, Submit 0 job %s", i, ids[i], ids[0])
-				}
-				if made[i] {
-					nCreated++
-				}
-			}
-			if nCreated != 1 {
-				t.Errorf("%d of %d Submits of one key after new keys reported created, want 1", nCreated, n)
-			}
-			if j, created, err := e.m.Submit(e.ctx, req("owner-1", key)); err != nil || created || j.ID != ids[0] {
-				t.Errorf("replay after the burst = %s, created=%v, %v; want %s", j.ID, created, err, ids[0])
+			id := e.submitAtOnce(32, req("owner-1", key))
+			if j, created, err := e.m.Submit(e.ctx, req("owner-1", key)); err != nil || created || j.ID != id {
+				t.Errorf("replay after the burst = %s, created=%v, %v; want %s", j.ID, created, err, id)
 			}
 		})
 	}

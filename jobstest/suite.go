@@ -205,33 +205,42 @@ func release(n int, fn func(i int)) {
 func testDoubleClick(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	e := setup(t, newStore)
 	const n = 64
+	e.submitAtOnce(n, req("owner-1", "click-1"))
+	if got := e.countJobs(); got != 1 {
+		t.Errorf("store holds %d jobs after %d identical Submits, want 1", got, n)
+	}
+	e.checkInvariants()
+}
+
+// submitAtOnce releases n identical Submits of r at once and checks that
+// all return one job, which exactly one of them created. It returns the
+// job's ID.
+func (e *env) submitAtOnce(n int, r jobs.SubmitRequest) string {
+	e.t.Helper()
 	ids := make([]string, n)
 	created := make([]bool, n)
 	errs := make([]error, n)
 	release(n, func(i int) {
 		var j jobs.Job
-		j, created[i], errs[i] = e.m.Submit(e.ctx, req("owner-1", "click-1"))
+		j, created[i], errs[i] = e.m.Submit(e.ctx, r)
 		ids[i] = j.ID
 	})
 	nCreated := 0
 	for i := range n {
 		if errs[i] != nil {
-			t.Fatalf("Submit %d: %v", i, errs[i])
+			e.t.Fatalf("Submit %d: %v", i, errs[i])
 		}
 		if ids[i] != ids[0] || ids[i] == "" {
-			t.Fatalf("Submit %d returned job %q, Submit 0 returned %q", i, ids[i], ids[0])
+			e.t.Fatalf("Submit %d returned job %q, Submit 0 returned %q", i, ids[i], ids[0])
 		}
 		if created[i] {
 			nCreated++
 		}
 	}
 	if nCreated != 1 {
-		t.Errorf("%d of %d concurrent Submits reported created, want exactly 1", nCreated, n)
+		e.t.Errorf("%d of %d concurrent Submits reported created, want exactly 1", nCreated, n)
 	}
-	if got := e.countJobs(); got != 1 {
-		t.Errorf("store holds %d jobs after %d identical Submits, want 1", got, n)
-	}
-	e.checkInvariants()
+	return ids[0]
 }
 
 func testSameIntent(t *testing.T, newStore func(t testing.TB) jobs.Store) {
