@@ -407,11 +407,11 @@ const (
 // (keyStreak): then it goes straight to the insert, which finds a replay
 // by itself (it writes nothing for a key that is taken), and a new key
 // costs one statement, not two, and no CPU that the writer could use. Of
-// concurrent calls
-// of this store with one owner and key that all found no job, only the
-// first writes; the others wait for it and return the job it created or
-// found (a copy each), and write themselves only if it failed. A storm of
-// duplicates costs one write, not one per caller in line for the lock.
+// concurrent calls of this store with one owner and key that all found no
+// job, only the first writes; the others wait for it and return the job it
+// created or found (a copy each), and write themselves only if it failed.
+// A storm of duplicates costs one write, not one per caller in line for
+// the lock.
 func (s *SQLiteStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	if !s.keys.newKeys() {
 		if got, found, err := s.jobByKeyIfAny(ctx, j.Owner, j.Key); found || err != nil {
@@ -432,6 +432,7 @@ func (s *SQLiteStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 			return Job{}, false, s.interpret("create job", ctx.Err())
 		}
 		if c.err == nil {
+			s.keys.record(false) // the key was taken: by the call waited for
 			got := c.job
 			got.Params, got.Result = slices.Clone(got.Params), slices.Clone(got.Result)
 			return got, false, nil
