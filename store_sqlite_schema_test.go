@@ -1,9 +1,12 @@
 package jobs_test
 
 import (
+	"context"
 	"testing"
 
+	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // TestSQLiteWritesBuildNoTransientTables: SQLite evaluates an IN list of
@@ -60,5 +63,53 @@ func TestSQLiteWritesBuildNoTransientTables(t *testing.T) {
 				t.Errorf("%d transient tables (OpenEphemeral) in %d opcodes", n, ops)
 			}
 		})
+	}
+}
+
+// TestSQLiteMigrationKeepsForeignKeys: migration 0004 rebuilds jobs and
+// job_attempts and renames the new tables into place. Run by a tool on a
+// connection with foreign keys off (SQLite's default) and
+// legacy_alter_table on (then SQLite renames a table without updating the
+// references to it), job_attempts must still refer to jobs, and deleting a
+// job must still delete its attempts.
+func TestSQLiteMigrationKeepsForeignKeys(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db := emptyDatabase(t, "sqlite")
+	db.SetMaxOpenConns(1) // the pragmas below are the connection's
+	for _, p := range []string{"PRAGMA foreign_keys = OFF", "PRAGMA legacy_alter_table = ON"} {
+		if _, err := db.ExecContext(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ms, err := jobs.MigrationList("sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if _, err := db.ExecContext(ctx, m.SQL); err != nil {
+			t.Fatalf("exec %s: %v", m.Name, err)
+		}
+	}
+	var parent string
+	if err := db.QueryRowContext(ctx, `SELECT "table" FROM pragma_foreign_key_list('job_attempts')`).Scan(&parent); err != nil || parent != "jobs" {
+		t.Fatalf("job_attempts refers to %q (%v), want jobs", parent, err)
+	}
+	s, err := openSkippingMigrations(ctx, db, "sqlite")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := jobstest.NewManager(t, s, jobs.Options{Logger: discard})
+	j := submitOK(t, m, chargeReq("u", "k"))
+	runToSuccess(t, m, j)
+	if _, err := db.ExecContext(ctx, `PRAGMA foreign_keys = ON`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `DELETE FROM jobs WHERE id = ?`, j.ID); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_attempts WHERE job_id = ?`, j.ID).Scan(&n); err != nil || n != 0 {
+		t.Errorf("%d attempts left after their job was deleted (%v), want 0", n, err)
 	}
 }

@@ -14,7 +14,11 @@
 -- cannot turn them off inside its transaction): the new attempts table
 -- refers to the new jobs table from the start, the old attempts table is
 -- dropped before the old jobs table (so that dropping it deletes no
--- attempt), and renaming jobs_new to jobs renames the reference with it.
+-- attempt), and renaming jobs_new to jobs renames the reference with it
+-- (as SQLite does unless legacy_alter_table is on: it is turned off here,
+-- which is its default).
+
+PRAGMA legacy_alter_table = OFF;
 
 CREATE TABLE jobs_new (
     id              TEXT    PRIMARY KEY,
