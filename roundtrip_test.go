@@ -10,15 +10,22 @@ import (
 
 // TestPostgresSubmitRoundTrips counts the requests Submit sends to
 // PostgreSQL: one for a new key and one for a replay, once the connection
-// has prepared its statements.
+// has prepared its statements, but for the call at which the keys turn
+// from new to taken or back, which takes two (the statement chosen for the
+// streak misses: see keyStreak).
 func TestPostgresSubmitRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	lib := openLibrary(t, perf.Postgres, "")
 	const owner, n = "rt", 40
-	// Warm up: the first use of a query on a connection prepares it.
-	for i := range 3 {
+	// Warm up: the first use of a query on a connection prepares it. New
+	// keys, then replays, then new keys again use every statement Submit
+	// may send.
+	for i := range 18 {
 		key := fmt.Sprintf("warm-%d", i)
+		if i >= 6 && i < 12 {
+			key = "warm-0"
+		}
 		if _, _, err := lib.Submit(ctx, owner, key, perf.ParamsFor(key)); err != nil {
 			t.Fatal(err)
 		}
@@ -43,10 +50,11 @@ func TestPostgresSubmitRoundTrips(t *testing.T) {
 				t.Fatalf("%s %d: created = %v, want %v", tt.name, i, created, tt.wantCreated)
 			}
 		}
-		// database/sql may ping a connection that was idle for over a
-		// second before reusing it: allow one.
-		if got := lib.RoundTrips() - before; got > n+1 {
-			t.Errorf("%s: %d round trips for %d submits, want %d", tt.name, got, n, n)
+		// One more for the turn of the streak; and database/sql may ping
+		// a connection that was idle for over a second before reusing it:
+		// allow one more.
+		if got := lib.RoundTrips() - before; got > n+2 {
+			t.Errorf("%s: %d round trips for %d submits, want %d and one for the streak's turn", tt.name, got, n, n)
 		}
 	}
 }

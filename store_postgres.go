@@ -145,7 +145,7 @@ SELECT ` + jobCols + `, false FROM jobs
 
 	// Submit of a key that is probably new (keyStreak): the insert alone,
 	// cheaper than pgCreateJob's common table expression. No row: the key
-	// is taken, and createJob reads its job with a second statement.
+	// is taken, and pgCreateJob follows.
 	pgInsertJob = `INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
     VALUES ($1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8)
     ON CONFLICT (owner, idempotency_key) DO NOTHING
@@ -297,13 +297,15 @@ RETURNING seq, provider, base_version`
 SELECT (SELECT COUNT(*) FROM dj), (SELECT COUNT(*) FROM da)`
 )
 
-// CreateJob implements Store.
+// CreateJob implements Store: one statement, pgCreateJob, that inserts the
+// job or returns the one holding its key, unless the keys of late make
+// another cheaper (keyStreak). After a streak of new keys it tries the
+// plain insert first, after a streak of taken keys (retries, storms) the
+// read of the key; either falls through to pgCreateJob when it misses.
 func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error) {
 	h := pgHandle{pool: s.db}
-	if s.keys.newKeys() {
-		// Keys have been new of late: the plain insert first (one round
-		// trip for a new key), and the job read by a second statement if
-		// the key is taken after all.
+	switch {
+	case s.keys.newKeys():
 		var inserted bool
 		err := pgQueryRow(ctx, h, pgInsertJob,
 			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt).Scan(&inserted)
@@ -312,6 +314,17 @@ func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error)
 			return j, true, nil
 		case !errors.Is(err, sql.ErrNoRows):
 			return Job{}, false, s.interpret("create job", err)
+		}
+	case s.keys.takenKeys():
+		var got pgJob
+		var d [16]any
+		err := pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key).Scan(got.dest(d[:0])...)
+		switch {
+		case err == nil:
+			s.keys.record(false)
+			return got.job(), false, nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return Job{}, false, s.interpret("get job by key", err)
 		}
 	}
 	got, created, err := s.createJob(ctx, h, j)

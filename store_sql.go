@@ -95,29 +95,37 @@ func passThrough(op string, err error) (error, bool) {
 	return nil, false
 }
 
-// keyStreak counts the keys a store's CreateJob found new, in a row, up to
-// insertFirstAfter. A new key is written by one plain insert, a replay
-// found by one read; a statement that does both in one step (PostgreSQL),
-// or a read before the insert (SQLite, whose reads do not queue for the
-// write lock), costs a new key more. Past a streak of new keys the store
-// tries the plain insert first, and the first key found taken ends the
-// streak: replays and storms of one key, where most calls find the key
-// taken, keep the statement that serves them best. Either way the answer
-// is the same; only its cost differs.
+// keyStreak follows the keys a store's CreateJob meets: new ones in a row
+// (n > 0) or taken ones in a row (n < 0), up to keyStreakLength either
+// way. A new key is written by one plain insert; a replay is found by one
+// read; a statement that does both in one step (PostgreSQL's insert in a
+// common table expression) serves a mix, but costs either more than the
+// statement made for it. Past a streak of new keys a store tries the plain
+// insert first, past a streak of taken keys (retries, a storm of one key)
+// the read; the first key that breaks the streak starts the other. Every
+// path ends in the same answer: a miss falls through to the statement that
+// decides, and only the cost differs.
 type keyStreak struct{ n atomic.Int32 }
 
-const insertFirstAfter = 4
+const keyStreakLength = 4
 
-// newKeys reports whether the last insertFirstAfter keys were new.
-func (k *keyStreak) newKeys() bool { return k.n.Load() >= insertFirstAfter }
+// newKeys reports whether the last keyStreakLength keys were new.
+func (k *keyStreak) newKeys() bool { return k.n.Load() >= keyStreakLength }
+
+// takenKeys reports whether the last keyStreakLength keys were taken.
+func (k *keyStreak) takenKeys() bool { return k.n.Load() <= -keyStreakLength }
 
 // record counts a key found new (created) or taken.
 func (k *keyStreak) record(created bool) {
 	switch n := k.n.Load(); {
-	case created && n < insertFirstAfter:
+	case created && n < 0:
+		k.n.Store(1)
+	case created && n < keyStreakLength:
 		k.n.Add(1)
-	case !created && n != 0:
-		k.n.Store(0)
+	case !created && n > 0:
+		k.n.Store(-1)
+	case !created && n > -keyStreakLength:
+		k.n.Add(-1)
 	}
 }
 

@@ -29,6 +29,7 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	}{
 		{"DoubleClick", testDoubleClick},
 		{"AfterNewKeys", testAfterNewKeys},
+		{"AfterReplays", testAfterReplays},
 		{"SameIntent", testSameIntent},
 		{"KeyConflict", testKeyConflict},
 		{"KeyReuse", testKeyReuse},
