@@ -157,12 +157,14 @@
 // alike: one INSERT … ON CONFLICT DO NOTHING statement that also returns the
 // existing row. StartAttempt and Complete are one statement each. On SQLite,
 // Submit looks the key up through a pool of readers before it queues for the
-// single writer, so replays never wait for the write lock, and each connection
-// keeps its prepared statements. After a run of new keys both stores try the
-// plain insert first, which is cheaper for a new key, and after a run of
-// replays PostgreSQL reads the key first, which is cheaper for a replay; a
-// miss falls through to the statement that decides. The bench module measures every verb beside hand-written SQL and
-// River on both databases and writes a table and a chart:
+// single writer, so replays never wait for the write lock, and each
+// connection keeps its prepared statements. After a run of new keys both
+// stores try the plain insert first, which is cheaper for a new key, and
+// after a run of replays PostgreSQL reads the key first, which is cheaper
+// for a replay; a miss falls through to the statement that decides (a
+// second round trip, at the turn of such a run). The bench module measures
+// every verb beside hand-written SQL and River on both databases and writes
+// a table and a chart:
 //
 //	cd bench && go run ./cmd/report
 //
