@@ -48,16 +48,7 @@ func testAfterNewKeys(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 			}
 
 			newKeys(t)
-			other := req(first.Owner, first.Key)
-			other.Params = json.RawMessage(`{"amount":1300,"currency":"eur"}`)
-			_, _, err = e.m.Submit(e.ctx, other)
-			var kc *jobs.KeyConflictError
-			if !errors.As(err, &kc) || !errors.Is(err, jobs.ErrKeyConflict) || kc.JobID != first.ID {
-				t.Fatalf("another intent after new keys: %v, want ErrKeyConflict naming %s", err, first.ID)
-			}
-			if diff := cmp.Diff(first, e.job(first.ID)); diff != "" {
-				t.Errorf("the existing job changed (-before +after):\n%s", diff)
-			}
+			e.otherIntentConflicts(first)
 
 			newKeys(t)
 			key := "burst-" + randomHex(6)
@@ -103,16 +94,7 @@ func testAfterReplays(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 			}
 
 			replays(t)
-			other := req("owner-1", "replayed")
-			other.Params = json.RawMessage(`{"amount":1300,"currency":"eur"}`)
-			_, _, err = e.m.Submit(e.ctx, other)
-			var kc *jobs.KeyConflictError
-			if !errors.As(err, &kc) || !errors.Is(err, jobs.ErrKeyConflict) || kc.JobID != first.ID {
-				t.Fatalf("another intent after replays: %v, want ErrKeyConflict naming %s", err, first.ID)
-			}
-			if diff := cmp.Diff(first, e.job(first.ID)); diff != "" {
-				t.Errorf("the replayed job changed (-before +after):\n%s", diff)
-			}
+			e.otherIntentConflicts(first)
 
 			replays(t)
 			e.submitAtOnce(32, req("owner-1", "burst-"+randomHex(6)))
@@ -122,4 +104,20 @@ func testAfterReplays(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		t.Errorf("store holds %d jobs, want %d", got, want)
 	}
 	e.checkInvariants()
+}
+
+// otherIntentConflicts submits another intent under the key of job and
+// checks that it is ErrKeyConflict naming job, which stays as it was.
+func (e *env) otherIntentConflicts(job jobs.Job) {
+	e.t.Helper()
+	other := req(job.Owner, job.Key)
+	other.Params = json.RawMessage(`{"amount":1300,"currency":"eur"}`)
+	_, _, err := e.m.Submit(e.ctx, other)
+	var kc *jobs.KeyConflictError
+	if !errors.As(err, &kc) || !errors.Is(err, jobs.ErrKeyConflict) || kc.JobID != job.ID {
+		e.t.Fatalf("another intent under the key of %s: %v, want ErrKeyConflict naming it", job.ID, err)
+	}
+	if diff := cmp.Diff(job, e.job(job.ID)); diff != "" {
+		e.t.Errorf("the job holding the key changed (-before +after):\n%s", diff)
+	}
 }
