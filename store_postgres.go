@@ -316,13 +316,11 @@ func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error)
 			return Job{}, false, s.interpret("create job", err)
 		}
 	case s.keys.takenKeys():
-		var got pgJob
-		var d [16]any
-		err := pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key).Scan(got.dest(d[:0])...)
+		got, err := pgReadJobByKey(ctx, h, j.Owner, j.Key)
 		switch {
 		case err == nil:
 			s.keys.record(false)
-			return got.job(), false, nil
+			return got, false, nil
 		case !errors.Is(err, sql.ErrNoRows):
 			return Job{}, false, s.interpret("get job by key", err)
 		}
@@ -371,9 +369,8 @@ func (s *PostgresStore) createJob(ctx context.Context, h pgHandle, j Job) (Job, 
 		}
 		// A duplicate whose row the statement could not see: it committed
 		// after the statement began. A new statement sees it.
-		err = pgQueryRow(ctx, h, pgJobByKey, j.Owner, j.Key).Scan(got.dest(got.d[:0])...)
-		if !errors.Is(err, sql.ErrNoRows) {
-			return got.job(), false, s.interpret("get job by key", err)
+		if found, err := pgReadJobByKey(ctx, h, j.Owner, j.Key); !errors.Is(err, sql.ErrNoRows) {
+			return found, false, s.interpret("get job by key", err)
 		}
 		// Deleted in between (retention): insert again.
 	}
@@ -432,6 +429,19 @@ func pgxQueryRow(ctx context.Context, db *sql.DB, query string, args []any, dest
 		return err
 	}
 	return conn.QueryRowContext(ctx, query, args...).Scan(dest...)
+}
+
+// pgReadJobByKey reads the job that holds owner's key through h. No such
+// job is sql.ErrNoRows (pgx's ErrNoRows matches it).
+func pgReadJobByKey(ctx context.Context, h pgHandle, owner, key string) (Job, error) {
+	var got struct {
+		pgJob
+		d [16]any
+	}
+	if err := pgQueryRow(ctx, h, pgJobByKey, owner, key).Scan(got.dest(got.d[:0])...); err != nil {
+		return Job{}, err
+	}
+	return got.job(), nil
 }
 
 // pgJob receives the columns of a job (jobCols) in types that both pgx

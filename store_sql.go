@@ -472,7 +472,7 @@ func stateArg(st string) any {
 }
 
 // jobStates pads ReplaceJob's states to three, with a state no job is
-// ever in, for the three placeholders of the statements above.
+// ever in, for the three placeholders of pgReplaceJob and sqliteRetireKey.
 func jobStates(from []JobState) (a, b, c string) {
 	var s [3]string
 	for i := range s {
