@@ -3,7 +3,9 @@ package jobs
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/url"
@@ -602,7 +604,7 @@ func (s *SQLiteStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt
 func (s *SQLiteStore) createAttempt(ctx context.Context, na NewAttempt) (Attempt, error) {
 	var a Attempt
 	at := time.UnixMicro(na.At.UnixMicro()).UTC()
-	err := s.inTx(ctx, "start attempt", func(ctx context.Context, conn *sql.Conn) error {
+	err := s.inTx(ctx, "start attempt", func(ctx context.Context, st sqliteConnStatements) error {
 		// The arguments both statements take are boxed once, and the guard's
 		// answer is scanned into one value rather than three.
 		jobID, micros := any(na.JobID), any(at.UnixMicro())
@@ -611,11 +613,11 @@ func (s *SQLiteStore) createAttempt(ctx context.Context, na NewAttempt) (Attempt
 			seq      int
 			provider string
 		}
-		err := conn.QueryRowContext(ctx, sqliteOpenJob, jobID, na.Provider, micros, na.Hedge).Scan(&job.version, &job.seq, &job.provider)
+		err := st.queryRow(ctx, sqliteOpenJob, jobID, na.Provider, micros, na.Hedge).Scan(&job.version, &job.seq, &job.provider)
 		if err != nil {
 			return s.interpret("start attempt", err)
 		}
-		if _, err := conn.ExecContext(ctx, sqliteInsertAttempt, na.ID, jobID, job.seq, job.provider, job.version, na.Hedge, micros); err != nil {
+		if _, err := st.exec(ctx, sqliteInsertAttempt, na.ID, jobID, job.seq, job.provider, job.version, na.Hedge, micros); err != nil {
 			return s.interpret("start attempt", err)
 		}
 		a = Attempt{ID: na.ID, JobID: na.JobID, Seq: job.seq, Provider: job.provider, State: AttemptStarting,
@@ -691,10 +693,12 @@ func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, A
 	var j Job
 	var a Attempt
 	at := time.UnixMicro(c.At.UnixMicro()).UTC()
-	err := s.inTx(ctx, "complete attempt", func(ctx context.Context, conn *sql.Conn) error {
+	err := s.inTx(ctx, "complete attempt", func(ctx context.Context, st sqliteConnStatements) error {
+		// The arguments that several statements take are boxed once.
+		attemptID, micros := any(c.AttemptID), any(at.UnixMicro())
 		var cur Attempt
 		var claim string
-		err := conn.QueryRowContext(ctx, sqliteAttemptAndClaim, c.AttemptID).Scan(append(attemptDest(&cur), &claim)...)
+		err := st.queryRow(ctx, sqliteAttemptAndClaim, attemptID).Scan(append(attemptDest(&cur), &claim)...)
 		if errors.Is(err, sql.ErrNoRows) {
 			return attemptNotFound(c.AttemptID)
 		} else if err != nil {
@@ -703,14 +707,15 @@ func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, A
 		if !cur.State.Open() || c.ClaimToken != "" && claim != c.ClaimToken {
 			return sql.ErrNoRows // reported below, as stored
 		}
-		j, err = scanJob(conn.QueryRowContext(ctx, sqliteJobByID, cur.JobID))
+		jobID := any(cur.JobID)
+		j, err = scanJob(st.queryRow(ctx, sqliteJobByID, jobID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return jobNotFound(cur.JobID)
 		} else if err != nil {
 			return s.interpret("get job", err)
 		}
 		state := AttemptSucceeded
-		n, err := rowsAffected(ctx, conn, sqliteCompleteJob, cur.JobID, cur.BaseVersion, string(c.Result), c.AttemptID, at.UnixMicro())
+		n, err := st.exec(ctx, sqliteCompleteJob, jobID, cur.BaseVersion, string(c.Result), attemptID, micros)
 		if err != nil {
 			return s.interpret("complete attempt", err)
 		}
@@ -726,7 +731,7 @@ func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, A
 			state = AttemptCancelled
 		}
 		reason := loseReason(state, j)
-		if n, err = rowsAffected(ctx, conn, sqliteFinishAttempt, cur.ID, string(state), reason, at.UnixMicro(), string(cur.State)); err != nil {
+		if n, err = st.exec(ctx, sqliteFinishAttempt, attemptID, string(state), reason, micros, string(cur.State)); err != nil {
 			return s.interpret("complete attempt", err)
 		}
 		if n != 1 {
@@ -846,7 +851,7 @@ func (s *SQLiteStore) PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, 
 	if q.Limit <= 0 {
 		return n, nil
 	}
-	err := s.inTx(ctx, "purge", func(ctx context.Context, conn *sql.Conn) error {
+	err := s.inConnTx(ctx, "purge", func(ctx context.Context, conn *sql.Conn) error {
 		n = PurgeCount{}
 		candidates, err := queryAll(ctx, conn, s, "purge", scanValue[string], sqlitePurgeCandidates, before, q.Limit)
 		if err != nil || len(candidates) == 0 {
@@ -931,8 +936,43 @@ func (s *SQLiteStore) writeOne(ctx context.Context, op string, fn func() error) 
 // the COMMIT or ROLLBACK run to their end even if ctx is cancelled
 // meanwhile: fn gets ctx without its cancellation. A statement run with a
 // context that can be cancelled costs the driver a goroutine (an Exec) or
-// a callback registered on the context (a query), to interrupt it.
-func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(ctx context.Context, conn *sql.Conn) error) error {
+// a callback registered on the context (a query), to interrupt it. The
+// statements, BEGIN and COMMIT included, run on the driver's connection
+// itself where it is go-sqlite3's (sqliteStatements); fn must not use the
+// store's handles meanwhile, as the connection is held.
+func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(ctx context.Context, st sqliteConnStatements) error) error {
+	return s.write(ctx, op, func(locked func()) error {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return s.interpret(op, err)
+		}
+		defer conn.Close()
+		return sqliteStatements(conn, func(st sqliteConnStatements) error {
+			if _, err := st.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
+				return s.interpret(op, err)
+			}
+			locked()
+			held := ctx
+			if held.Done() != nil {
+				held = context.WithoutCancel(ctx)
+			}
+			if err := fn(held, st); err != nil {
+				st.exec(held, "ROLLBACK")
+				return err
+			}
+			if _, err := st.exec(held, "COMMIT"); err != nil {
+				st.exec(held, "ROLLBACK")
+				return s.interpret(op, err)
+			}
+			return nil
+		})
+	})
+}
+
+// inConnTx is inTx for a transaction whose statements run through
+// database/sql on conn: those that read many rows, or share their code
+// with the statements of a caller's transaction (DBTX).
+func (s *SQLiteStore) inConnTx(ctx context.Context, op string, fn func(ctx context.Context, conn *sql.Conn) error) error {
 	return s.write(ctx, op, func(locked func()) error {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
@@ -1227,7 +1267,7 @@ func (s *SQLiteStore) ReplaceJob(ctx context.Context, r JobReplacement) (Job, bo
 	a, b, c := jobStates(r.From)
 	var got Job
 	var created bool
-	err := s.inTx(ctx, "replace job", func(ctx context.Context, conn *sql.Conn) error {
+	err := s.inConnTx(ctx, "replace job", func(ctx context.Context, conn *sql.Conn) error {
 		n, err := rowsAffected(ctx, conn, sqliteRetireKey, r.OldID, j.Owner, j.Key, RetiredKey(j.Key, j.ID), a, b, c)
 		if err != nil {
 			return s.interpret("replace job", err)
@@ -1243,4 +1283,102 @@ func (s *SQLiteStore) ReplaceJob(ctx context.Context, r JobReplacement) (Job, bo
 		return Job{}, false, err
 	}
 	return got, created, nil
+}
+
+// sqliteConnStatements runs the statements of a transaction on the writer
+// connection (sqliteStatements).
+type sqliteConnStatements interface {
+	// exec runs a statement and returns the number of rows it changed.
+	exec(ctx context.Context, query string, args ...any) (int64, error)
+	// queryRow runs a query and returns its first row, whose Scan returns
+	// sql.ErrNoRows if it has none.
+	queryRow(ctx context.Context, query string, args ...any) scanner
+}
+
+// connStatements runs statements through database/sql.
+type connStatements struct{ c *sql.Conn }
+
+func (s connStatements) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	return rowsAffected(ctx, s.c, query, args...)
+}
+
+func (s connStatements) queryRow(ctx context.Context, query string, args ...any) scanner {
+	return s.c.QueryRowContext(ctx, query, args...)
+}
+
+// errRow is a row that failed: its Scan returns the error.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// valuesRow is a row of a driver's values, scanned as database/sql would
+// scan them into the types the store reads (a driver.Value is nil, int64,
+// float64, bool, []byte, string or time.Time). A []byte destination gets a
+// copy; the values are not kept.
+type valuesRow []driver.Value
+
+func (r valuesRow) Scan(dest ...any) error {
+	if len(dest) != len(r) {
+		return fmt.Errorf("jobs: %d columns scanned into %d destinations", len(r), len(dest))
+	}
+	for i, d := range dest {
+		if err := assignValue(d, r[i]); err != nil {
+			return fmt.Errorf("jobs: column %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func assignValue(dest any, v driver.Value) error {
+	switch d := dest.(type) {
+	case sql.Scanner:
+		return d.Scan(v)
+	case *string:
+		if s, ok := v.(string); ok {
+			*d = s
+			return nil
+		}
+	case *JobState:
+		if s, ok := v.(string); ok {
+			*d = JobState(s)
+			return nil
+		}
+	case *AttemptState:
+		if s, ok := v.(string); ok {
+			*d = AttemptState(s)
+			return nil
+		}
+	case *int64:
+		if n, ok := v.(int64); ok {
+			*d = n
+			return nil
+		}
+	case *int:
+		if n, ok := v.(int64); ok {
+			*d = int(n)
+			return nil
+		}
+	case *bool:
+		switch b := v.(type) {
+		case bool:
+			*d = b
+			return nil
+		case int64:
+			*d = b != 0
+			return nil
+		}
+	case *[]byte:
+		switch b := v.(type) {
+		case nil:
+			*d = nil
+			return nil
+		case string:
+			*d = []byte(b)
+			return nil
+		case []byte:
+			*d = slices.Clone(b)
+			return nil
+		}
+	}
+	return fmt.Errorf("cannot scan %T into %T", v, dest)
 }

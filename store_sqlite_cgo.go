@@ -14,7 +14,12 @@ static int jobs_sqlite_no_bulk_pcache(void) { return sqlite3_config(7, (void*)0,
 import "C"
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
 	"errors"
+	"fmt"
+	"io"
 
 	"github.com/mattn/go-sqlite3" // registers the "sqlite3" database/sql driver
 )
@@ -50,4 +55,91 @@ func mattnCode(err error) (int, bool) {
 		return int(e.ExtendedCode), true
 	}
 	return 0, false
+}
+
+// sqliteStatements runs fn on conn's connection: on go-sqlite3's
+// connection itself when conn is one (see mattnStatements), and through
+// database/sql otherwise.
+func sqliteStatements(conn *sql.Conn, fn func(sqliteConnStatements) error) error {
+	used := false
+	err := conn.Raw(func(dc any) error {
+		c, ok := dc.(*sqlite3.SQLiteConn)
+		if !ok {
+			return nil
+		}
+		used = true
+		return fn(&mattnStatements{c: c})
+	})
+	if used {
+		return err
+	}
+	return fn(connStatements{conn})
+}
+
+// mattnStatements runs statements on go-sqlite3's connection without
+// database/sql in between, as PostgreSQL's hot statements run on pgx's
+// (pgxQueryRow): database/sql wraps every statement in objects of its own
+// (the arguments converted into a new slice, a Rows, a Row, the result of
+// an Exec) and copies every value it scans, about five allocations a
+// statement, where the driver's own values can be taken as they are.
+// Arguments must be values the driver binds as they are (string, int64,
+// bool, []byte, nil), and a row read must be scanned before the next
+// statement runs: its values live in the struct.
+type mattnStatements struct {
+	c    *sqlite3.SQLiteConn
+	args [16]driver.NamedValue
+	vals [24]driver.Value
+}
+
+// named turns args into the driver's arguments, converted as database/sql
+// converts them (an int to an int64, say) where they are not values the
+// driver takes as they are.
+func (m *mattnStatements) named(args []any) ([]driver.NamedValue, error) {
+	nv := m.args[:0]
+	for i, a := range args {
+		if !driver.IsValue(a) {
+			v, err := driver.DefaultParameterConverter.ConvertValue(a)
+			if err != nil {
+				return nil, fmt.Errorf("jobs: argument %d: %w", i+1, err)
+			}
+			a = v
+		}
+		nv = append(nv, driver.NamedValue{Ordinal: i + 1, Value: a})
+	}
+	return nv, nil
+}
+
+func (m *mattnStatements) exec(ctx context.Context, query string, args ...any) (int64, error) {
+	nv, err := m.named(args)
+	if err != nil {
+		return 0, err
+	}
+	res, err := m.c.ExecContext(ctx, query, nv)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (m *mattnStatements) queryRow(ctx context.Context, query string, args ...any) scanner {
+	nv, err := m.named(args)
+	if err != nil {
+		return errRow{err}
+	}
+	rows, err := m.c.QueryContext(ctx, query, nv)
+	if err != nil {
+		return errRow{err}
+	}
+	defer rows.Close()
+	n := len(rows.Columns())
+	if n > len(m.vals) {
+		return errRow{fmt.Errorf("jobs: %d columns, more than %d", n, len(m.vals))}
+	}
+	vals := m.vals[:n]
+	if err := rows.Next(vals); err == io.EOF {
+		return errRow{sql.ErrNoRows}
+	} else if err != nil {
+		return errRow{err}
+	}
+	return valuesRow(vals)
 }

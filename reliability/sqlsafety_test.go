@@ -216,7 +216,9 @@ func paramIndex(fn *ast.FuncDecl, name string) int {
 }
 
 // callersPassSafe checks every call of the function named name passes a
-// safe expression as argument i.
+// safe expression as argument i. For a method, every call of a method of
+// that name counts, whatever its receiver: stricter than needed, never
+// looser.
 func (c *sqlChecker) callersPassSafe(name string, i int, files []*ast.File, depth int) bool {
 	ok, calls := true, 0
 	for _, f := range files {
@@ -235,6 +237,8 @@ func (c *sqlChecker) callersPassSafe(name string, i int, files []*ast.File, dept
 					if id, isID := fun.X.(*ast.Ident); isID {
 						callee = id.Name
 					}
+				case *ast.SelectorExpr: // a method, of any type or interface with that name
+					callee = fun.Sel.Name
 				}
 				if callee == name && i < len(call.Args) {
 					calls++
