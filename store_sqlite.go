@@ -941,30 +941,9 @@ func (s *SQLiteStore) writeOne(ctx context.Context, op string, fn func() error) 
 // itself where it is go-sqlite3's (sqliteStatements); fn must not use the
 // store's handles meanwhile, as the connection is held.
 func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(ctx context.Context, st sqliteConnStatements) error) error {
-	return s.write(ctx, op, func(locked func()) error {
-		conn, err := s.db.Conn(ctx)
-		if err != nil {
-			return s.interpret(op, err)
-		}
-		defer conn.Close()
+	return s.withWriter(ctx, op, func(conn *sql.Conn, locked func()) error {
 		return sqliteStatements(conn, func(st sqliteConnStatements) error {
-			if _, err := st.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
-				return s.interpret(op, err)
-			}
-			locked()
-			held := ctx
-			if held.Done() != nil {
-				held = context.WithoutCancel(ctx)
-			}
-			if err := fn(held, st); err != nil {
-				st.exec(held, "ROLLBACK")
-				return err
-			}
-			if _, err := st.exec(held, "COMMIT"); err != nil {
-				st.exec(held, "ROLLBACK")
-				return s.interpret(op, err)
-			}
-			return nil
+			return s.transact(ctx, op, st, locked, func(held context.Context) error { return fn(held, st) })
 		})
 	})
 }
@@ -973,30 +952,43 @@ func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(ctx context.C
 // database/sql on conn: those that read many rows, or share their code
 // with the statements of a caller's transaction (DBTX).
 func (s *SQLiteStore) inConnTx(ctx context.Context, op string, fn func(ctx context.Context, conn *sql.Conn) error) error {
+	return s.withWriter(ctx, op, func(conn *sql.Conn, locked func()) error {
+		return s.transact(ctx, op, connStatements{conn}, locked, func(held context.Context) error { return fn(held, conn) })
+	})
+}
+
+// withWriter runs fn with the writer connection, in the caller's turn.
+func (s *SQLiteStore) withWriter(ctx context.Context, op string, fn func(conn *sql.Conn, locked func()) error) error {
 	return s.write(ctx, op, func(locked func()) error {
 		conn, err := s.db.Conn(ctx)
 		if err != nil {
 			return s.interpret(op, err)
 		}
 		defer conn.Close()
-		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-			return s.interpret(op, err)
-		}
-		locked()
-		held := ctx
-		if held.Done() != nil {
-			held = context.WithoutCancel(ctx)
-		}
-		if err := fn(held, conn); err != nil {
-			conn.ExecContext(held, "ROLLBACK")
-			return err
-		}
-		if _, err := conn.ExecContext(held, "COMMIT"); err != nil {
-			conn.ExecContext(held, "ROLLBACK")
-			return s.interpret(op, err)
-		}
-		return nil
+		return fn(conn, locked)
 	})
+}
+
+// transact runs body between BEGIN IMMEDIATE and COMMIT on st, or rolls
+// back if body or the COMMIT fails. body gets ctx without its cancellation.
+func (s *SQLiteStore) transact(ctx context.Context, op string, st sqliteConnStatements, locked func(), body func(held context.Context) error) error {
+	if _, err := st.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return s.interpret(op, err)
+	}
+	locked()
+	held := ctx
+	if held.Done() != nil {
+		held = context.WithoutCancel(ctx)
+	}
+	if err := body(held); err != nil {
+		st.exec(held, "ROLLBACK")
+		return err
+	}
+	if _, err := st.exec(held, "COMMIT"); err != nil {
+		st.exec(held, "ROLLBACK")
+		return s.interpret(op, err)
+	}
+	return nil
 }
 
 // write runs fn in the caller's turn in the write queue. fn calls locked as
@@ -1306,11 +1298,6 @@ func (s connStatements) queryRow(ctx context.Context, query string, args ...any)
 	return s.c.QueryRowContext(ctx, query, args...)
 }
 
-// errRow is a row that failed: its Scan returns the error.
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }
-
 // valuesRow is a row of a driver's values, scanned as database/sql would
 // scan them into the types the store reads (a driver.Value is nil, int64,
 // float64, bool, []byte, string or time.Time). A []byte destination gets a
@@ -1382,3 +1369,8 @@ func assignValue(dest any, v driver.Value) error {
 	}
 	return fmt.Errorf("cannot scan %T into %T", v, dest)
 }
+
+// errRow is a row that failed: its Scan returns the error.
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
