@@ -554,7 +554,7 @@ func (s *SQLiteStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
 	for range maxRetries {
 		var j Job
 		err := s.writeOne(ctx, "close job", func() (err error) {
-			j, err = scanJob(s.db.QueryRowContext(ctx, sqliteCloseJob, c.ID, string(c.To), c.Reason, c.At.UnixMicro(), c.To == JobFailed))
+			j, err = scanJob(writeRow(ctx, s.db, sqliteCloseJob, c.ID, string(c.To), c.Reason, c.At.UnixMicro(), c.To == JobFailed))
 			return err
 		})
 		if !errors.Is(err, sql.ErrNoRows) {
@@ -655,7 +655,7 @@ func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attem
 				}
 				qctx = context.WithoutCancel(ctx)
 			}
-			err := s.db.QueryRowContext(qctx, sqliteUpdateAttempt, args...).Scan(
+			err := writeRow(qctx, s.db, sqliteUpdateAttempt, args...).Scan(
 				&a.JobID, &a.Seq, &a.Provider, &a.BaseVersion, &a.Hedge, dbTime{&a.CreatedAt}, &a.ProviderRef, &a.Reason)
 			if err != nil {
 				return err
@@ -782,7 +782,7 @@ func (s *SQLiteStore) ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt
 	}
 	var a Attempt
 	err := s.writeOne(ctx, "claim attempt", func() (err error) {
-		a, err = scanAttempt(s.db.QueryRowContext(ctx, sqliteClaimAttempt,
+		a, err = scanAttempt(writeRow(ctx, s.db, sqliteClaimAttempt,
 			c.ID, string(c.State), c.UpdatedAt.UnixMicro(), c.Token, c.At.UnixMicro(), c.Until.UnixMicro()))
 		return err
 	})
@@ -1369,8 +1369,3 @@ func assignValue(dest any, v driver.Value) error {
 	}
 	return fmt.Errorf("cannot scan %T into %T", v, dest)
 }
-
-// errRow is a row that failed: its Scan returns the error.
-type errRow struct{ err error }
-
-func (r errRow) Scan(...any) error { return r.err }

@@ -2,7 +2,12 @@ package jobs_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/internal/testdb"
@@ -111,5 +116,77 @@ func TestSQLiteMigrationKeepsForeignKeys(t *testing.T) {
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_attempts WHERE job_id = ?`, j.ID).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d attempts left after their job was deleted (%v), want 0", n, err)
+	}
+}
+
+// TestSQLiteWritesKeepTheLogBounded checks that the writes that return
+// their row (MarkRunning, ClaimAttempt, CancelJob) let SQLite checkpoint
+// the write-ahead log. SQLite runs its checkpoint after a write when the
+// write's statement finishes, not when a statement read for one row is
+// reset: a store that read them with QueryRow would never checkpoint on
+// them, and a run of them alone would grow the log without bound (about
+// 30 MB for the writes below).
+func TestSQLiteWritesKeepTheLogBounded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "jobs.db")
+	store, err := jobs.OpenSQLite(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	m, err := jobs.New(store, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 1500
+	jobIDs, attemptIDs := make([]string, n), make([]string, n)
+	for i := range n {
+		j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "o", Key: fmt.Sprintf("k%d", i), Kind: "k", Provider: "p", Params: json.RawMessage(`{"n":1}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := m.StartAttempt(ctx, j.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobIDs[i], attemptIDs[i] = j.ID, a.ID
+	}
+	var pageSize int64
+	if err := store.DB().QueryRowContext(ctx, `PRAGMA page_size`).Scan(&pageSize); err != nil {
+		t.Fatal(err)
+	}
+	limit := 2000 * pageSize // twice the automatic checkpoint's threshold of 1,000 pages
+	for _, w := range []struct {
+		name  string
+		write func(i int) error
+	}{
+		{"MarkRunning", func(i int) error { _, err := m.MarkRunning(ctx, attemptIDs[i], "ref"); return err }},
+		{"ClaimAttempt", func(i int) error {
+			a, err := store.Attempt(ctx, attemptIDs[i])
+			if err != nil {
+				return err
+			}
+			now := time.Now()
+			_, _, err = store.ClaimAttempt(ctx, jobs.AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt, Token: "t", At: now, Until: now.Add(time.Minute)})
+			return err
+		}},
+		{"CancelJob", func(i int) error { _, err := m.CancelJob(ctx, jobIDs[i], "r"); return err }},
+	} {
+		if _, err := store.DB().ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			if err := w.write(i); err != nil {
+				t.Fatalf("%s %d: %v", w.name, i, err)
+			}
+		}
+		fi, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Size() > limit {
+			t.Errorf("after %d of %s alone, the log holds %d MB: never checkpointed", n, w.name, fi.Size()>>20)
+		}
 	}
 }
