@@ -235,44 +235,10 @@ func queryOne[T any](ctx context.Context, q DBTX, e errorMapper, op string, notF
 	return v, nil
 }
 
-// writeRow runs a write that returns one row (UPDATE … RETURNING) outside
-// a transaction, and reads its statement to the end. SQLite runs its
-// automatic checkpoint after a write when the write's statement finishes,
-// not when a statement read for one row is reset, as QueryRow resets it:
-// writes read that way never checkpoint the write-ahead log, which grows
-// by every page they write until another write does
-// (TestSQLiteWritesKeepTheLogBounded).
-func writeRow(ctx context.Context, q DBTX, query string, args ...any) scanner {
-	rows, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return errRow{err}
-	}
-	return finishedRow{rows}
-}
-
 // errRow is a row that failed: its Scan returns the error.
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
-
-// finishedRow is writeRow's row.
-type finishedRow struct{ rows *sql.Rows }
-
-func (r finishedRow) Scan(dest ...any) error {
-	defer r.rows.Close()
-	if !r.rows.Next() {
-		if err := r.rows.Err(); err != nil {
-			return err
-		}
-		return sql.ErrNoRows
-	}
-	if err := r.rows.Scan(dest...); err != nil {
-		return err
-	}
-	for r.rows.Next() { // to the statement's end, where SQLite checkpoints
-	}
-	return r.rows.Err()
-}
 
 // queryAll runs query and scans every row.
 func queryAll[T any](ctx context.Context, q DBTX, e errorMapper, op string,

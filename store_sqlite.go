@@ -554,8 +554,10 @@ func (s *SQLiteStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
 	for range maxRetries {
 		var j Job
 		err := s.writeOne(ctx, "close job", func() (err error) {
-			j, err = scanJob(writeRow(ctx, s.db, sqliteCloseJob, c.ID, string(c.To), c.Reason, c.At.UnixMicro(), c.To == JobFailed))
-			return err
+			return s.returning(ctx, func(sc scanner) (err error) {
+				j, err = scanJob(sc)
+				return err
+			}, sqliteCloseJob, c.ID, string(c.To), c.Reason, c.At.UnixMicro(), c.To == JobFailed)
 		})
 		if !errors.Is(err, sql.ErrNoRows) {
 			return j, s.interpret("close job", err)
@@ -655,8 +657,9 @@ func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attem
 				}
 				qctx = context.WithoutCancel(ctx)
 			}
-			err := writeRow(qctx, s.db, sqliteUpdateAttempt, args...).Scan(
-				&a.JobID, &a.Seq, &a.Provider, &a.BaseVersion, &a.Hedge, dbTime{&a.CreatedAt}, &a.ProviderRef, &a.Reason)
+			err := s.returning(qctx, func(sc scanner) error {
+				return sc.Scan(&a.JobID, &a.Seq, &a.Provider, &a.BaseVersion, &a.Hedge, dbTime{&a.CreatedAt}, &a.ProviderRef, &a.Reason)
+			}, sqliteUpdateAttempt, args...)
 			if err != nil {
 				return err
 			}
@@ -782,9 +785,10 @@ func (s *SQLiteStore) ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt
 	}
 	var a Attempt
 	err := s.writeOne(ctx, "claim attempt", func() (err error) {
-		a, err = scanAttempt(writeRow(ctx, s.db, sqliteClaimAttempt,
-			c.ID, string(c.State), c.UpdatedAt.UnixMicro(), c.Token, c.At.UnixMicro(), c.Until.UnixMicro()))
-		return err
+		return s.returning(ctx, func(sc scanner) (err error) {
+			a, err = scanAttempt(sc)
+			return err
+		}, sqliteClaimAttempt, c.ID, string(c.State), c.UpdatedAt.UnixMicro(), c.Token, c.At.UnixMicro(), c.Until.UnixMicro())
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return Attempt{}, false, nil
@@ -916,6 +920,26 @@ func (r connReader) claimToken(ctx context.Context, attemptID string) (string, e
 // Writing: every write waits its turn in the write queue, then runs, and
 // runs again while SQLite says it is busy (a writer outside the queue has
 // the lock), until ctx ends.
+
+// returning runs a write that returns one row (UPDATE … RETURNING) on the
+// writer connection, outside a transaction, and gives the row to scan. It
+// reads the statement to its end: SQLite runs its automatic checkpoint
+// after a write when the write's statement finishes, not when a statement
+// read for one row is reset, as database/sql's QueryRow resets it, and
+// writes read that way never checkpoint the write-ahead log, which grows
+// by every page they write until another write does
+// (TestSQLiteWritesKeepTheLogBounded). Like inTx, it runs on go-sqlite3's
+// connection itself where it can.
+func (s *SQLiteStore) returning(ctx context.Context, scan func(scanner) error, query string, args ...any) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return sqliteStatements(conn, func(st sqliteConnStatements) error {
+		return scan(st.writeRow(ctx, query, args...))
+	})
+}
 
 // writeOne runs fn, one statement through the writer connection, in its
 // turn.
@@ -1285,6 +1309,9 @@ type sqliteConnStatements interface {
 	// queryRow runs a query and returns its first row, whose Scan returns
 	// sql.ErrNoRows if it has none.
 	queryRow(ctx context.Context, query string, args ...any) scanner
+	// writeRow is queryRow for a write that returns its row, run to its
+	// end (see returning).
+	writeRow(ctx context.Context, query string, args ...any) scanner
 }
 
 // connStatements runs statements through database/sql.
@@ -1296,6 +1323,33 @@ func (s connStatements) exec(ctx context.Context, query string, args ...any) (in
 
 func (s connStatements) queryRow(ctx context.Context, query string, args ...any) scanner {
 	return s.c.QueryRowContext(ctx, query, args...)
+}
+
+func (s connStatements) writeRow(ctx context.Context, query string, args ...any) scanner {
+	rows, err := s.c.QueryContext(ctx, query, args...)
+	if err != nil {
+		return errRow{err}
+	}
+	return finishedRow{rows}
+}
+
+// finishedRow is the first row of rows, which its Scan reads to their end.
+type finishedRow struct{ rows *sql.Rows }
+
+func (r finishedRow) Scan(dest ...any) error {
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return sql.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	for r.rows.Next() { // to the statement's end, where SQLite checkpoints
+	}
+	return r.rows.Err()
 }
 
 // valuesRow is a row of a driver's values, scanned as database/sql would

@@ -122,6 +122,16 @@ func (m *mattnStatements) exec(ctx context.Context, query string, args ...any) (
 }
 
 func (m *mattnStatements) queryRow(ctx context.Context, query string, args ...any) scanner {
+	return m.row(ctx, query, args, false)
+}
+
+func (m *mattnStatements) writeRow(ctx context.Context, query string, args ...any) scanner {
+	return m.row(ctx, query, args, true)
+}
+
+// row runs query and returns its first row; toEnd steps the statement on
+// to its end before it is reset.
+func (m *mattnStatements) row(ctx context.Context, query string, args []any, toEnd bool) scanner {
 	nv, err := m.named(args)
 	if err != nil {
 		return errRow{err}
@@ -140,6 +150,15 @@ func (m *mattnStatements) queryRow(ctx context.Context, query string, args ...an
 		return errRow{sql.ErrNoRows}
 	} else if err != nil {
 		return errRow{err}
+	}
+	for toEnd {
+		// The rest of the row's values are not read: the driver fills
+		// none when it is given no room for them.
+		if err := rows.Next(nil); err == io.EOF {
+			break
+		} else if err != nil {
+			return errRow{err}
+		}
 	}
 	return valuesRow(vals)
 }

@@ -166,6 +166,17 @@ func TestSQLiteStatementsOnTheDriver(t *testing.T) {
 			}
 			onDriver = append(onDriver, r)
 		}
+		// A write that returns its row, read to the statement's end.
+		if _, err := st.exec(ctx, `INSERT INTO t VALUES ('third', 3, NULL, 'z')`); err != nil {
+			return err
+		}
+		var z string
+		if err := st.writeRow(ctx, `UPDATE t SET z = 'w' WHERE s = ?1 RETURNING z`, "third").Scan(&z); err != nil || z != "w" {
+			t.Errorf("writeRow: %q, %v; want \"w\"", z, err)
+		}
+		if err := st.writeRow(ctx, `UPDATE t SET z = 'w' WHERE s = 'none' RETURNING z`).Scan(&z); !errors.Is(err, sql.ErrNoRows) {
+			t.Errorf("writeRow that changes nothing: %v, want sql.ErrNoRows", err)
+		}
 		if _, err := scan(st.queryRow(ctx, `SELECT s, n, b, z FROM t WHERE s = 'none'`)); !errors.Is(err, sql.ErrNoRows) {
 			t.Errorf("a query without rows: %v, want sql.ErrNoRows", err)
 		}
@@ -193,7 +204,7 @@ func TestSQLiteStatementsOnTheDriver(t *testing.T) {
 		}
 	}
 	var count int
-	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM t`).Scan(&count); err != nil || count != 2 {
-		t.Fatalf("rows in t: %d, %v; want 2 (the refused insert wrote nothing)", count, err)
+	if err := conn.QueryRowContext(ctx, `SELECT COUNT(*) FROM t`).Scan(&count); err != nil || count != 3 {
+		t.Fatalf("rows in t: %d, %v; want 3 (the refused insert wrote nothing)", count, err)
 	}
 }
