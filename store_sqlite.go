@@ -1163,8 +1163,8 @@ func (q *writeQueue) unlock() {
 	// next request being checked and fingerprinted), and the writes of a
 	// busy store would be spaced by that work. Yielding costs next to
 	// nothing when nobody waits. (Submit of new keys on 16 goroutines at
-	// synchronous=NORMAL: 0.72× of the hand-written SQL without it, 1.02×
-	// with it.)
+	// synchronous=NORMAL: about 10,900 a second without it, 16,300 with
+	// it.)
 	runtime.Gosched()
 }
 

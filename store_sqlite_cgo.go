@@ -82,9 +82,9 @@ func sqliteStatements(conn *sql.Conn, fn func(sqliteConnStatements) error) error
 // (the arguments converted into a new slice, a Rows, a Row, the result of
 // an Exec) and copies every value it scans, about five allocations a
 // statement, where the driver's own values can be taken as they are.
-// Arguments must be values the driver binds as they are (string, int64,
-// bool, []byte, nil), and a row read must be scanned before the next
-// statement runs: its values live in the struct.
+// Arguments are converted as database/sql converts them (named), and a
+// row read must be scanned before the next statement runs: its values live
+// in the struct.
 type mattnStatements struct {
 	c    *sqlite3.SQLiteConn
 	args [16]driver.NamedValue
@@ -152,8 +152,8 @@ func (m *mattnStatements) row(ctx context.Context, query string, args []any, toE
 		return errRow{err}
 	}
 	for toEnd {
-		// The rest of the row's values are not read: the driver fills
-		// none when it is given no room for them.
+		// Any further row is stepped over, not read: the driver fills
+		// no values when it is given no room for them.
 		if err := rows.Next(nil); err == io.EOF {
 			break
 		} else if err != nil {
