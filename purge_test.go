@@ -451,17 +451,17 @@ func TestConcurrentPurgers(t *testing.T) {
 	}
 }
 
-// TestPurgeUsesClosedAtIndex checks the plan of the batch query: it must
-// read jobs_closed_at_idx, not scan the table.
-func TestPurgeUsesClosedAtIndex(t *testing.T) {
+// TestPurgeUsesItsIndex checks the plan of the batch query: it must read
+// jobs_created_at_idx, not scan the table.
+func TestPurgeUsesItsIndex(t *testing.T) {
 	t.Parallel()
 	cutoff := time.Now()
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		s := testdb.NewSQLite(t)
 		plan := explainPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.PurgeStatement("sqlite"), cutoff.UnixMicro(), 10)
-		if !strings.Contains(plan, "jobs_closed_at_idx") {
-			t.Errorf("plan does not use jobs_closed_at_idx:\n%s", plan)
+		if !strings.Contains(plan, "jobs_created_at_idx") {
+			t.Errorf("plan does not use jobs_created_at_idx:\n%s", plan)
 		}
 	})
 	t.Run("postgres", func(t *testing.T) {
@@ -476,8 +476,8 @@ func TestPurgeUsesClosedAtIndex(t *testing.T) {
 			submitOK(t, m, chargeReq("u", fmt.Sprintf("k%d", i)))
 		}
 		plan := postgresPlan(t, s.DB(), "jobs", jobs.PurgeStatement("postgres"), cutoff, 10)
-		if !strings.Contains(plan, "jobs_closed_at_idx") {
-			t.Errorf("plan does not use jobs_closed_at_idx:\n%s", plan)
+		if !strings.Contains(plan, "jobs_created_at_idx") {
+			t.Errorf("plan does not use jobs_created_at_idx:\n%s", plan)
 		}
 	})
 }

@@ -323,8 +323,8 @@ type VerificationFilter struct {
 
 // PurgeQuery is the input of Store.PurgeJobs.
 type PurgeQuery struct {
-	Before time.Time // jobs closed before this are purged
-	Limit  int       // at most this many jobs
+	Before time.Time // jobs closed before this (and so created before it) are purged
+	Limit  int       // at most this many jobs, the oldest created first
 	DryRun bool      // count, without limit, and delete nothing
 }
 

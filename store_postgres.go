@@ -259,9 +259,12 @@ RETURNING seq, provider, base_version`
     ORDER BY verified_at DESC, id DESC LIMIT $4`
 
 	// A job is purgeable when it is terminal (closed_at is set exactly
-	// then), closed before $1, and has no open attempt; candidates are
-	// read through jobs_closed_at_idx, oldest first.
-	pgPurgeable = `closed_at IS NOT NULL AND closed_at < $1
+	// then), closed before $1, and has no open attempt. Candidates are
+	// read through jobs_created_at_idx, oldest first: a job closed before
+	// $1 was created before it, and an index on closed_at, which every
+	// close sets, would keep closes from being HOT updates (see
+	// 0005_hot_closes.sql).
+	pgPurgeable = `created_at < $1 AND closed_at < $1
       AND NOT EXISTS (SELECT 1 FROM job_attempts a
                       WHERE a.job_id = jobs.id AND a.state IN ('starting', 'running', 'unknown'))`
 
@@ -275,11 +278,11 @@ RETURNING seq, provider, base_version`
 	// Complete. A terminal job accepts no new attempt, and a terminal
 	// attempt never reopens, so what victims saw stays true. The attempts
 	// are deleted explicitly, rather than by the foreign key's cascade, so
-	// that they are counted; so are the rows that waiters of a process that
-	// died left in jobs_waiters.
+	// that they are counted; so are the rows that waiters of processes of
+	// schema version 4 left in jobs_waiters.
 	pgPurge = `WITH victims AS (
     SELECT id, attempt_count FROM jobs WHERE ` + pgPurgeable + `
-     ORDER BY closed_at LIMIT $2
+     ORDER BY created_at LIMIT $2
        FOR UPDATE SKIP LOCKED
 ), att AS (
     SELECT id, job_id FROM job_attempts WHERE job_id IN (SELECT id FROM victims)
@@ -878,8 +881,8 @@ var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // connection, opened with the settings of the store's pool (or those of
 // ListenDSN) but outside it, which LISTENs while at least one waiter is
 // registered and is closed when the last one leaves. Once it listens, each
-// waiter adds a row to jobs_waiters, which it removes when it stops: the
-// schema's trigger notifies only for a job that has one. If it cannot listen
+// waiter marks its job as watched: the schema's trigger notifies only for a
+// job so marked. If it cannot listen
 // within five seconds, NotifyClosed returns an error and the waiter polls.
 // Behind a proxy that does not keep one server connection for it
 // (PgBouncer in transaction pooling mode), the connection would LISTEN but
@@ -1019,36 +1022,21 @@ func (l *closeListener) subscribe(ctx context.Context, db *sql.DB, jobID string)
 		stop()
 		return nil, nil, sess.err
 	}
-	// Listening: now register, so that the job's closing notifies. The
+	// Listening: now mark the job, so that its closing notifies. The
 	// caller reads the job after this returns, which catches a close that
-	// came first (see 0004_waiters_hot_updates.sql).
-	token := newID(waiterPrefix, time.Now())
-	if _, err := db.ExecContext(ctx, pgAddWaiter, jobID, token); err != nil {
+	// came first (see 0005_hot_closes.sql). The mark stays when the waiter
+	// leaves: it costs one notification too many, removing it a write.
+	if _, err := db.ExecContext(ctx, pgWatchJob, jobID); err != nil {
 		stop()
-		return nil, nil, &StorageError{Op: "listen", Kind: StorageUnavailable, Message: "register waiter: " + err.Error()}
+		return nil, nil, &StorageError{Op: "listen", Kind: StorageUnavailable, Message: "mark the job watched: " + err.Error()}
 	}
-	var once2 sync.Once
-	leave := func() {
-		once2.Do(func() {
-			stop()
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), listenReadyTimeout)
-			defer cancel()
-			db.ExecContext(dctx, pgRemoveWaiter, jobID, token) // a row left behind only costs a notification
-		})
-	}
-	return w.wake, leave, nil
+	return w.wake, stop, nil
 }
 
-// waiterPrefix starts the tokens of rows in jobs_waiters.
-const waiterPrefix = "wait_"
-
-// A waiter's row in jobs_waiters, added under a share lock on its job's
-// row: a close in progress finishes first (see 0004_waiters_hot_updates.sql).
-const (
-	pgAddWaiter = `INSERT INTO jobs_waiters (job_id, token)
-    SELECT id, $2 FROM jobs WHERE id = $1 FOR SHARE`
-	pgRemoveWaiter = `DELETE FROM jobs_waiters WHERE job_id = $1 AND token = $2`
-)
+// pgWatchJob marks a job as waited for: the close trigger notifies only
+// for a marked job. The UPDATE changes no indexed column (a HOT update) and
+// none that a reader of the job sees.
+const pgWatchJob = `UPDATE jobs SET watched = true WHERE id = $1 AND NOT watched`
 
 func (l *closeListener) unsubscribe(jobID string, w *closeWaiter) {
 	l.mu.Lock()

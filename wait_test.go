@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/intentjobs/jobs"
@@ -266,6 +267,84 @@ func TestNotifyClosedOnlyForWaitedJobs(t *testing.T) {
 		}
 		if n.Payload == waited.ID {
 			break
+		}
+	}
+}
+
+// TestNotifyClosedRacingCloses registers waiters and closes their jobs at
+// the same moment, many jobs at once, half by Complete and half by
+// CancelJob: a waiter that registered and then read its job still open must
+// be woken, whichever of the waiter's mark and the close reached the row
+// first. The mark itself changes nothing a reader of the job sees.
+func TestNotifyClosedRacingCloses(t *testing.T) {
+	t.Parallel()
+	s := testdb.NewPostgres(t)
+	m, err := jobs.New(s, jobs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const n = 48
+	for round := range 3 {
+		ids := make([]string, n)
+		atts := make([]string, n)
+		open := make([]jobs.Job, n) // as read before the race
+		for i := range n {
+			j := submitJob(t, m, fmt.Sprintf("race-%d-%d", round, i))
+			ids[i] = j.ID
+			atts[i] = startAttempt(t, m, j.ID).ID
+			if open[i], err = s.Job(ctx, j.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Add(2)
+			go func() { // the waiter, as Manager.Wait does it
+				defer wg.Done()
+				<-start
+				wake, stop, err := s.NotifyClosed(ctx, ids[i])
+				if err != nil {
+					t.Errorf("NotifyClosed: %v", err)
+					return
+				}
+				defer stop()
+				j, err := s.Job(ctx, ids[i])
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if j.State.Terminal() {
+					return
+				}
+				if diff := cmp.Diff(open[i], j); diff != "" {
+					t.Errorf("job %s read after the mark differs (-before +after):\n%s", j.ID, diff)
+				}
+				select {
+				case <-wake:
+				case <-time.After(10 * time.Second):
+					t.Errorf("job %s: read open after the waiter registered, and no notification 10s later", ids[i])
+				}
+			}()
+			go func() { // the close
+				defer wg.Done()
+				<-start
+				var err error
+				if i%2 == 0 {
+					_, err = m.Complete(ctx, atts[i], json.RawMessage(`"done"`))
+				} else {
+					_, err = m.CancelJob(ctx, ids[i], "racing a waiter")
+				}
+				if err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if t.Failed() {
+			return
 		}
 	}
 }

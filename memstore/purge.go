@@ -32,18 +32,19 @@ func (s *Store) PurgeJobs(ctx context.Context, q jobs.PurgeQuery) (jobs.PurgeCou
 	return n, nil
 }
 
-// purgeable returns, oldest closed first, the jobs that closed before
-// before and whose attempts are all terminal. An open job, or one with an
+// purgeable returns, oldest first (by creation, as the SQL stores read
+// them), the jobs that were created and closed before before and whose
+// attempts are all terminal. An open job, or one with an
 // open attempt, is never purged, however old.
 func (s *Store) purgeable(before time.Time) []*job {
 	var out []*job
 	for _, j := range s.jobs {
-		if j.State.Terminal() && j.ClosedAt.Before(before) && !j.hasOpenAttempt() {
+		if j.State.Terminal() && j.CreatedAt.Before(before) && j.ClosedAt.Before(before) && !j.hasOpenAttempt() {
 			out = append(out, j)
 		}
 	}
 	slices.SortFunc(out, func(x, y *job) int {
-		return cmp.Or(x.ClosedAt.Compare(y.ClosedAt), strings.Compare(x.ID, y.ID))
+		return cmp.Or(x.CreatedAt.Compare(y.CreatedAt), strings.Compare(x.ID, y.ID))
 	})
 	return out
 }

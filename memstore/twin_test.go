@@ -468,8 +468,7 @@ func (w *twin) Purge() {
 	})
 }
 
-// PurgeJobs is one batch of a purge, which deletes the oldest closed jobs
-// first.
+// PurgeJobs is one batch of a purge, which deletes the oldest jobs first.
 func (w *twin) PurgeJobs() {
 	q := jobs.PurgeQuery{Before: w.purgeCutoff(), Limit: 1 + w.r.IntN(2), DryRun: w.r.IntN(4) == 0}
 	w.compare("PurgeJobs", func(s *side) (any, error) { return s.store.PurgeJobs(w.ctx, q) })
