@@ -131,12 +131,15 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 // The two dialects make that one atomic step in their own way:
 //
 //   - PostgreSQL runs it as one statement of data-modifying common table
-//     expressions (pgCompleteAttempt). It locks the attempt row, then the
-//     job row, in that order (FOR UPDATE): a concurrent Cancel of the
-//     attempt waits, or has happened, so a job is never completed by an
-//     attempt that was cancelled meanwhile, and the job row read under the
-//     lock tells a loser who won. Every write that takes both locks takes
-//     them in this order; Purge never waits for either (SKIP LOCKED).
+//     expressions (pgCompleteAttempt). It locks the attempt row first (FOR
+//     UPDATE): a concurrent Cancel of the attempt waits, or has happened,
+//     so a job is never completed by an attempt that was cancelled
+//     meanwhile. Then the compare-and-swap's UPDATE locks the job row; when
+//     it changes nothing, the job row is locked and read (FOR UPDATE) to
+//     tell the loser who won: PostgreSQL returns the latest committed
+//     version of a row it locks, where a plain read would return the one
+//     the statement's snapshot saw, which may predate the winner. Purge
+//     never waits for either lock (SKIP LOCKED).
 //   - SQLite runs it in one immediate transaction (BEGIN IMMEDIATE takes
 //     the database's write lock first): it reads the attempt with its
 //     claim, and its job, runs the guarded UPDATE of the job
@@ -174,9 +177,11 @@ func loseReason(state AttemptState, j Job) string {
 	return ""
 }
 
-// pgCompleteAttempt is Complete in one statement. a and j lock the attempt,
-// then its job, and read their latest committed versions; won is the
-// compare-and-swap; att records the attempt's fate. The result ($2) appears
+// pgCompleteAttempt is Complete in one statement. a locks the attempt and
+// reads its latest committed version; won is the compare-and-swap; j, read
+// only when won changed nothing (a CTE that no one reads is not run), locks
+// the job and reads its latest committed version; att records the attempt's
+// fate. The result ($2) appears
 // only in won: a loser's result is stored nowhere. $4 is a reconciler's
 // claim token or ”; $5, $6 and $7 are the pieces of the reasons above. It
 // returns the job and the attempt after the step (pgCompletedAttemptCols),
@@ -196,7 +201,6 @@ const pgCompleteAttempt = `WITH a AS (
        AND jobs.version = a.base_version
        AND jobs.completed_by IS NULL
        AND jobs.state = 'running'
-       AND EXISTS (SELECT 1 FROM j)
     RETURNING ` + pgJobColsOfJobs + `
 ), att AS (
     UPDATE job_attempts SET
