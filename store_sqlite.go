@@ -393,9 +393,9 @@ const (
     WHERE (?1 = '' OR provider = ?1) AND (?2 = '' OR kind = ?2) AND (?3 = '' OR contract_version = ?3)
     ORDER BY verified_at DESC, id DESC LIMIT ?4`
 
-	// Purgeable jobs, read through jobs_created_at_idx, oldest first: as in
-	// store_postgres.go.
-	sqlitePurgeable = `created_at < ?1 AND closed_at < ?1
+	// Purgeable jobs, read through jobs_created_at_idx (partial: closed
+	// jobs only), oldest first, as in store_postgres.go.
+	sqlitePurgeable = `closed_at IS NOT NULL AND created_at < ?1 AND closed_at < ?1
       AND NOT EXISTS (SELECT 1 FROM job_attempts a
                       WHERE a.job_id = jobs.id AND (a.state = 'starting' OR a.state = 'running' OR a.state = 'unknown'))`
 
