@@ -76,6 +76,28 @@ func TestCanonicalizeRejects(t *testing.T) {
 	}
 }
 
+// TestFingerprintIsStable pins fingerprints to values computed by earlier
+// releases: jobs stored with them must still match their replays after an
+// upgrade, or every replay would become a conflict.
+func TestFingerprintIsStable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind, provider, params, want string
+	}{
+		{"charge", "psp", `{"b": [1, 2.50, "x\u00e9\n"], "a": {"z": null, "y": true}}`,
+			"af0c4e3cc913ee748029e000178f166569f7a70ccb367fb7afac14df00049349"},
+		{"", "", `null`, "d296cc41e6d7fd1ae24a9c7024b33647da06851af896de7f7471234cd958c09e"},
+	} {
+		c, err := jobs.Canonicalize([]byte(tc.params))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := jobs.Fingerprint(tc.kind, tc.provider, c); got != tc.want {
+			t.Errorf("Fingerprint(%q, %q, %s) = %s, want %s", tc.kind, tc.provider, c, got, tc.want)
+		}
+	}
+}
+
 func TestFingerprint(t *testing.T) {
 	t.Parallel()
 	canon := func(s string) []byte {
