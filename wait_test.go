@@ -545,9 +545,9 @@ func TestWaitKeepsWaitingWhileTheDatabaseIsUnavailable(t *testing.T) {
 	}
 }
 
-// TestPurgeRemovesWaitersLeftBehind: a waiter that died without removing
-// its row in jobs_waiters leaves it until its job is purged; a waiter of a
-// job that is kept keeps its row.
+// TestPurgeRemovesWaitersLeftBehind: rows in jobs_waiters, which waiters
+// of processes still on schema version 4 add (and leave behind when they
+// die), go when their job is purged; the row of a job that is kept stays.
 func TestPurgeRemovesWaitersLeftBehind(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
