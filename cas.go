@@ -181,9 +181,9 @@ func loseReason(state AttemptState, j Job) string {
 // reads its latest committed version; won is the compare-and-swap; j, read
 // only when won changed nothing (a CTE that no one reads is not run), locks
 // the job and reads its latest committed version; att records the attempt's
-// fate. The result ($2) appears
-// only in won: a loser's result is stored nowhere. $4 is a reconciler's
-// claim token or ”; $5, $6 and $7 are the pieces of the reasons above. It
+// fate. The result ($2) appears only in won: a loser's result is stored
+// nowhere. $4 is a reconciler's claim token or ”; $5, $6 and $7 are the
+// pieces of the reasons above. It
 // returns the job and the attempt after the step (pgCompletedAttemptCols),
 // or no row if the attempt does not exist, is no longer open, or is claimed
 // with another token.

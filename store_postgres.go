@@ -882,8 +882,8 @@ var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
 // ListenDSN) but outside it, which LISTENs while at least one waiter is
 // registered and is closed when the last one leaves. Once it listens, each
 // waiter marks its job as watched: the schema's trigger notifies only for a
-// job so marked. If it cannot listen
-// within five seconds, NotifyClosed returns an error and the waiter polls.
+// job so marked. If it cannot listen within five seconds, NotifyClosed
+// returns an error and the waiter polls.
 // Behind a proxy that does not keep one server connection for it
 // (PgBouncer in transaction pooling mode), the connection would LISTEN but
 // never hear a notification: NotifyClosed finds out with a probe
