@@ -183,10 +183,9 @@ func loseReason(state AttemptState, j Job) string {
 // the job and reads its latest committed version; att records the attempt's
 // fate. The result ($2) appears only in won: a loser's result is stored
 // nowhere. $4 is a reconciler's claim token or ”; $5, $6 and $7 are the
-// pieces of the reasons above. It
-// returns the job and the attempt after the step (pgCompletedAttemptCols),
-// or no row if the attempt does not exist, is no longer open, or is claimed
-// with another token.
+// pieces of the reasons above. It returns the job and the attempt after the
+// step (pgCompletedAttemptCols), or no row if the attempt does not exist, is
+// no longer open, or is claimed with another token.
 const pgCompleteAttempt = `WITH a AS (
     SELECT id, job_id, base_version, state, claim_token FROM job_attempts WHERE id = $1 FOR UPDATE
 ), j AS (
