@@ -21,7 +21,7 @@ const maxJSONDepth = 128
 // owner and key select the job, the fingerprint says what it asks for.
 func Fingerprint(kind, provider string, canonicalParams []byte) string {
 	const tag = "jobs.fingerprint.v1"
-	// Each part preceded by its length, hashed in one piece.
+	// Each part preceded by its length, written to the hash in turn.
 	h := sha256.New()
 	var n [8]byte
 	for _, part := range [...][]byte{[]byte(tag), []byte(kind), []byte(provider), canonicalParams} {
