@@ -289,8 +289,16 @@ func (run *failoverRun) failover(t *testing.T, how string) {
 		go func() { performed <- run.c.performFailover(ctx) }()
 		_, err := run.c.waitFor(ctx, "a new primary", promoted)
 		r.promoted = time.Since(r.start)
-		if err := errors.Join(err, <-performed); err != nil {
-			t.Fatal(err)
+		if err != nil {
+			t.Fatal(errors.Join(err, <-performed))
+		}
+		// pg_autoctl, once it has asked for the failover, follows it through
+		// the monitor's notifications, and can lose them and give up (exit
+		// status 12, "Failed to receive monitor's notifications") after the
+		// monitor has promoted the standby: the monitor's state, read above,
+		// says what happened.
+		if err := <-performed; err != nil {
+			t.Logf("the standby was promoted, but %v", err)
 		}
 	case "primary killed":
 		resume, err := run.c.crash(old)
