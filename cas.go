@@ -141,14 +141,13 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 //     the statement's snapshot saw, which may predate the winner. Purge
 //     never waits for either lock (SKIP LOCKED).
 //   - SQLite runs it in one immediate transaction (BEGIN IMMEDIATE takes
-//     the database's write lock first): it reads the attempt with its
-//     claim, and its job, runs the guarded UPDATE of the job
-//     (sqliteCompleteJob), and moves the attempt. No other writer can run
-//     in between, so what the transaction read is what it changes: a
-//     refused UPDATE leaves the job as it was read, which names the winner
-//     to a loser, and a Cancel either committed before the read (the
-//     attempt is then found closed, or its job not running) or waits for
-//     the transaction to end.
+//     the database's write lock first): the guarded UPDATE of the job
+//     reads the attempt with its claim in a subquery (sqliteCompleteJob),
+//     then the attempt moves. No other writer can run in between: when the
+//     UPDATE changed nothing, the attempt and the job read next are as the
+//     UPDATE found them, and name the winner to a loser; a Cancel either
+//     committed before the transaction began (the attempt is then found
+//     closed, or its job not running) or waits for it to end.
 //
 // The conformance suite (jobstest) races 32 Completes of one job on every
 // store and checks one winner and 31 losers naming it, and that finishing
@@ -182,8 +181,8 @@ func loseReason(state AttemptState, j Job) string {
 // only when won changed nothing (a CTE that no one reads is not run), locks
 // the job and reads its latest committed version; att records the attempt's
 // fate. The result ($2) appears only in won: a loser's result is stored
-// nowhere. $4 is a reconciler's claim token or ”; $5, $6 and $7 are the
-// pieces of the reasons above. It returns the job and the attempt after the
+// nowhere. $4 is a reconciler's claim token or an empty string; $5, $6 and
+// $7 are the pieces of the reasons above. It returns the job and the attempt after the
 // step (pgCompletedAttemptCols), or no row if the attempt does not exist, is
 // no longer open, or is claimed with another token.
 const pgCompleteAttempt = `WITH a AS (
@@ -224,11 +223,18 @@ SELECT j.*, att.* FROM j, att WHERE NOT EXISTS (SELECT 1 FROM won)`
 // the time of the step, both updated_at and finished_at).
 const pgCompletedAttemptCols = `seq, provider, state, base_version, hedge, provider_ref, reason, created_at`
 
-// sqliteCompleteJob is the compare-and-swap step of Complete on SQLite,
-// run in the immediate transaction of SQLiteStore.CompleteAttempt with the
-// attempt's job (?1), BaseVersion (?2), the result (?3), the attempt (?4)
-// and the time (?5). It changes the job's row, or nothing when the job is
-// not at that version, has a winner or is not running.
-const sqliteCompleteJob = `UPDATE jobs SET state = 'succeeded', result = ?3, completed_by = ?4, version = version + 1,
-                updated_at = ?5, closed_at = ?5
- WHERE id = ?1 AND version = ?2 AND completed_by IS NULL AND state = 'running'`
+// sqliteCompleteJob is the compare-and-swap of Complete on SQLite, the first
+// statement of SQLiteStore.CompleteAttempt's immediate transaction, with the
+// attempt (?1), the result (?2), the time (?3) and a reconciler's claim
+// token or an empty string (?4). It reads the attempt itself, in the
+// subquery: the job changes only if the attempt is open (and, for a
+// reconciler's write, claimed with ?4) and the job is still at the
+// attempt's BaseVersion, has no winner and is running. It returns the job
+// as it changed it, or no row.
+const sqliteCompleteJob = `UPDATE jobs SET state = 'succeeded', result = ?2, completed_by = ?1, version = version + 1,
+                updated_at = ?3, closed_at = ?3
+ WHERE (id, version) = (SELECT job_id, base_version FROM job_attempts
+                         WHERE id = ?1 AND (state = 'starting' OR state = 'running' OR state = 'unknown')
+                           AND (?4 = '' OR claim_token = ?4))
+   AND completed_by IS NULL AND state = 'running'
+RETURNING ` + jobCols

@@ -316,7 +316,8 @@ const (
     RETURNING ` + jobCols
 
 	sqliteAttemptByID = `SELECT ` + attemptCols + ` FROM job_attempts WHERE id = ?1`
-	// Complete's read of the attempt with its claim. (Read together with
+	// Complete's read of the attempt with its claim, once the swap was
+	// refused. (Read together with
 	// its job in one statement, through a join, costs the driver some 120
 	// more allocations than two reads: it does not keep the join's column
 	// names and types between executions.)
@@ -361,8 +362,14 @@ const (
     RETURNING job_id, seq, provider, base_version, hedge, created_at,
         CASE WHEN ?3 = '' THEN provider_ref ELSE '' END, CASE WHEN ?4 = '' THEN reason ELSE '' END`
 
-	// Complete's last step, the attempt's fate, once its transaction has
-	// read the attempt open (in state ?5) and claimed as the call asks.
+	// Complete's last step for the winner, once sqliteCompleteJob (cas.go)
+	// changed its job.
+	sqliteWinAttempt = `UPDATE job_attempts SET state = 'succeeded', updated_at = ?2, finished_at = ?2
+    WHERE id = ?1 AND (state = 'starting' OR state = 'running' OR state = 'unknown')
+    RETURNING ` + attemptCols
+
+	// Complete's last step for a loser, once its transaction has read the
+	// attempt open (in state ?5) and claimed as the call asks.
 	sqliteFinishAttempt = `UPDATE job_attempts SET state = ?2, reason = CASE WHEN ?3 = '' THEN reason ELSE ?3 END,
         updated_at = ?4, finished_at = ?4
     WHERE id = ?1 AND state = ?5`
@@ -688,10 +695,11 @@ func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attem
 }
 
 // CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
-// immediate transaction. Under the write lock nothing changes between its
-// statements, so the attempt with its claim and its job, read first, are
-// what the rest acts on, and what the two updates make of them is known
-// without reading them back.
+// immediate transaction. The winner's is two statements, the swap and the
+// attempt's move, each returning its row. Under the write lock nothing
+// changes between statements, so when the swap is refused, the attempt
+// with its claim and its job, read next, are what it found, and what the
+// attempt's move makes of them is known without reading it back.
 func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error) {
 	var j Job
 	var a Attempt
@@ -699,9 +707,24 @@ func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, A
 	err := s.inTx(ctx, "complete attempt", func(ctx context.Context, st sqliteConnStatements) error {
 		// The arguments that several statements take are boxed once.
 		attemptID, micros := any(c.AttemptID), any(at.UnixMicro())
+		var err error
+		j, err = scanJob(st.writeRow(ctx, sqliteCompleteJob, attemptID, string(c.Result), micros, c.ClaimToken))
+		switch {
+		case err == nil:
+			a, err = scanAttempt(st.writeRow(ctx, sqliteWinAttempt, attemptID, micros))
+			if errors.Is(err, sql.ErrNoRows) {
+				return errKeptChanging("complete attempt") // cannot happen: the swap found it open, under the write lock
+			} else if err != nil {
+				return s.interpret("complete attempt", err)
+			}
+			return nil
+		case !errors.Is(err, sql.ErrNoRows):
+			return s.interpret("complete attempt", err)
+		}
+		// Refused: find out why.
 		var cur Attempt
 		var claim string
-		err := st.queryRow(ctx, sqliteAttemptAndClaim, attemptID).Scan(append(attemptDest(&cur), &claim)...)
+		err = st.queryRow(ctx, sqliteAttemptAndClaim, attemptID).Scan(append(attemptDest(&cur), &claim)...)
 		if errors.Is(err, sql.ErrNoRows) {
 			return attemptNotFound(c.AttemptID)
 		} else if err != nil {
@@ -710,41 +733,27 @@ func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, A
 		if !cur.State.Open() || c.ClaimToken != "" && claim != c.ClaimToken {
 			return sql.ErrNoRows // reported below, as stored
 		}
-		jobID := any(cur.JobID)
-		j, err = scanJob(st.queryRow(ctx, sqliteJobByID, jobID))
+		j, err = scanJob(st.queryRow(ctx, sqliteJobByID, cur.JobID))
 		if errors.Is(err, sql.ErrNoRows) {
 			return jobNotFound(cur.JobID)
 		} else if err != nil {
 			return s.interpret("get job", err)
 		}
-		state := AttemptSucceeded
-		n, err := st.exec(ctx, sqliteCompleteJob, jobID, cur.BaseVersion, string(c.Result), attemptID, micros)
-		if err != nil {
-			return s.interpret("complete attempt", err)
-		}
-		switch {
-		case n == 1:
-			j.State, j.Result, j.CompletedBy, j.Version = JobSucceeded, slices.Clone(c.Result), c.AttemptID, j.Version+1
-			j.UpdatedAt, j.ClosedAt = at, at
-		case j.CompletedBy != "":
-			// Refused: another attempt completed the job first.
-			state = AttemptLost
-		default:
-			// Refused: the job was closed without a winner.
-			state = AttemptCancelled
+		// The attempt was open and claimed as asked: the job refused it.
+		state := AttemptCancelled // the job was closed without a winner
+		if j.CompletedBy != "" {
+			state = AttemptLost // another attempt completed the job first
 		}
 		reason := loseReason(state, j)
-		if n, err = st.exec(ctx, sqliteFinishAttempt, attemptID, string(state), reason, micros, string(cur.State)); err != nil {
+		n, err := st.exec(ctx, sqliteFinishAttempt, attemptID, string(state), reason, micros, string(cur.State))
+		if err != nil {
 			return s.interpret("complete attempt", err)
 		}
 		if n != 1 {
 			return errKeptChanging("complete attempt") // cannot happen while the transaction holds the write lock
 		}
 		a = cur
-		a.State, a.UpdatedAt, a.FinishedAt = state, at, at
-		if reason != "" {
-			a.Reason = reason
-		}
+		a.State, a.Reason, a.UpdatedAt, a.FinishedAt = state, reason, at, at
 		return nil
 	})
 	if errors.Is(err, sql.ErrNoRows) {
