@@ -76,11 +76,17 @@ type creation struct {
 //     lock (it is busy then only for a writer that does not queue, and the
 //     store's retries, which keep the turn, poll for it every few
 //     milliseconds), and long on readers, which WAL never blocks but for a
-//     moment in recovery.
+//     moment in recovery;
+//   - on the writer connection, a page cache of up to 32 MiB (SQLite's
+//     default is 2 MB, and the cache takes memory only as it fills). Every
+//     new job is inserted into the unique index of (owner, key), at a place
+//     its random key decides: with a million jobs that index is tens of
+//     megabytes, and a 2 MB cache reads most of its leaf pages back from
+//     the file, inside the write lock (README, Performance).
 //
 // Each is a go-sqlite3 DSN parameter; the second name is its alias, which
-// a DSN may use instead.
-var sqliteSettings = []struct{ name, alias, value string }{
+// a DSN may use instead. A DSN that sets one sets it for every connection.
+var sqliteSettings = []sqliteSetting{
 	{"_journal_mode", "_journal", "WAL"},
 	{"_synchronous", "_sync", "FULL"},
 	{"_foreign_keys", "_fk", "on"},
@@ -88,9 +94,12 @@ var sqliteSettings = []struct{ name, alias, value string }{
 	{"_stmt_cache_size", "", "32"},
 }
 
-const (
-	sqliteWriterBusyTimeout = "20"
-	sqliteReaderBusyTimeout = "5000"
+type sqliteSetting struct{ name, alias, value string }
+
+// The settings of one connection role or the other.
+var (
+	sqliteWriterSettings = []sqliteSetting{{"_busy_timeout", "_timeout", "20"}, {"_cache_size", "", "-32768"}}
+	sqliteReaderSettings = []sqliteSetting{{"_busy_timeout", "_timeout", "5000"}}
 )
 
 // OpenSQLite opens (creating if needed) the SQLite database at dsn, a file
@@ -136,7 +145,7 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLiteSt
 			return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
 		}
 	}
-	w, err := sql.Open(sqliteDriverName, sqliteDSN(path, query, user, sqliteWriterBusyTimeout))
+	w, err := sql.Open(sqliteDriverName, sqliteDSN(path, query, user, sqliteWriterSettings))
 	if err != nil {
 		return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
 	}
@@ -146,7 +155,7 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLiteSt
 	w.SetConnMaxIdleTime(0)
 	r := w
 	if !memory {
-		if r, err = sql.Open(sqliteDriverName, sqliteDSN(path, query, user, sqliteReaderBusyTimeout)); err != nil {
+		if r, err = sql.Open(sqliteDriverName, sqliteDSN(path, query, user, sqliteReaderSettings)); err != nil {
 			w.Close()
 			return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: err.Error()}
 		}
@@ -167,10 +176,11 @@ func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLiteSt
 }
 
 // sqliteDSN is the DSN of the path and query a caller gave, with the
-// store's settings added where the query does not set them.
-func sqliteDSN(path, query string, user url.Values, busyTimeout string) string {
+// store's settings and those of the connection's role added where the
+// query does not set them.
+func sqliteDSN(path, query string, user url.Values, role []sqliteSetting) string {
 	var add []string
-	for _, p := range append(sqliteSettings, struct{ name, alias, value string }{"_busy_timeout", "_timeout", busyTimeout}) {
+	for _, p := range slices.Concat(sqliteSettings, role) {
 		if !user.Has(p.name) && (p.alias == "" || !user.Has(p.alias)) {
 			add = append(add, p.name+"="+p.value)
 		}

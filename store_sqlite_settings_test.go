@@ -13,15 +13,16 @@ import (
 // and that the store's own apply where the DSN is silent.
 func TestOpenSQLiteHonoursTheDSNsSettings(t *testing.T) {
 	t.Parallel()
-	// The store's own: WAL, synchronous FULL, foreign keys on, and a busy
-	// timeout of 20 ms on the writer.
+	// The store's own: WAL, synchronous FULL, foreign keys on, and on the
+	// writer a busy timeout of 20 ms and a page cache of 32 MiB.
 	type settings struct {
 		synchronous int // PRAGMA synchronous: 0 OFF, 1 NORMAL, 2 FULL
 		journal     string
 		foreignKeys int
 		busyTimeout int // milliseconds
+		cacheSize   int // pages, or KiB when negative
 	}
-	own := settings{2, "wal", 1, 20}
+	own := settings{2, "wal", 1, 20, -32768}
 	for _, tc := range []struct {
 		query string
 		want  func(s settings) settings
@@ -35,6 +36,8 @@ func TestOpenSQLiteHonoursTheDSNsSettings(t *testing.T) {
 		{"?_timeout=777", func(s settings) settings { s.busyTimeout = 777; return s }},
 		{"?_foreign_keys=off", func(s settings) settings { s.foreignKeys = 0; return s }},
 		{"?_fk=0", func(s settings) settings { s.foreignKeys = 0; return s }},
+		{"?_cache_size=-1000", func(s settings) settings { s.cacheSize = -1000; return s }},
+		{"?_cache_size=500&_sync=OFF", func(s settings) settings { s.cacheSize, s.synchronous = 500, 0; return s }},
 	} {
 		t.Run(tc.query, func(t *testing.T) {
 			t.Parallel()
@@ -53,6 +56,7 @@ func TestOpenSQLiteHonoursTheDSNsSettings(t *testing.T) {
 				{"journal_mode", &got.journal},
 				{"foreign_keys", &got.foreignKeys},
 				{"busy_timeout", &got.busyTimeout},
+				{"cache_size", &got.cacheSize},
 			} {
 				if err := s.DB().QueryRowContext(ctx, "PRAGMA "+p.pragma).Scan(p.dest); err != nil {
 					t.Fatalf("PRAGMA %s: %v", p.pragma, err)

@@ -59,6 +59,10 @@ func SQLiteParams(synchronous string) string {
 		"&_busy_timeout=5000&_foreign_keys=on&_txlock=immediate&_stmt_cache_size=32"
 }
 
+// sqliteWriterParams are what jobs.OpenSQLite adds on its writer
+// connection: a page cache of up to 32 MiB.
+const sqliteWriterParams = "&_cache_size=-32768"
+
 // sqliteSynchronous are the values of PRAGMA synchronous.
 var sqliteSynchronous = map[string]int{"OFF": 0, "NORMAL": 1, "FULL": 2, "EXTRA": 3}
 
@@ -107,7 +111,7 @@ func openSQLiteReader(path, synchronous string) (*sql.DB, error) {
 // openSQLiteWriter opens the single writer connection of a SQLite file,
 // as jobs.OpenSQLite does.
 func openSQLiteWriter(ctx context.Context, path, synchronous string) (*sql.DB, error) {
-	w, err := sql.Open("sqlite3", path+"?"+SQLiteParams(synchronous))
+	w, err := sql.Open("sqlite3", path+"?"+SQLiteParams(synchronous)+sqliteWriterParams)
 	if err != nil {
 		return nil, err
 	}

@@ -142,21 +142,38 @@ func TestRequestParamsAreAboutAKilobyteOfJSONDifferentPerKey(t *testing.T) {
 // TestSQLiteContendersCommitWithTheRequestedSynchronous reads the setting
 // back from every contender's writer connection: a DSN parameter that the
 // driver silently ignores would compare one contender at FULL with another
-// at NORMAL.
+// at NORMAL. It reads the writer's page cache size too, which decides how
+// much of a large table's indexes a write finds in memory, before and after
+// a prefill (which enlarges it for a while), and wants the library's.
 func TestSQLiteContendersCommitWithTheRequestedSynchronous(t *testing.T) {
 	t.Parallel()
 	for _, sync := range []string{"FULL", "NORMAL"} {
 		t.Run(sync, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			for _, c := range openContenders(t, SQLite, sync) {
-				var got int
+			var cacheSize int
+			for i, c := range openContenders(t, SQLite, sync) {
+				var got, cache int
 				if err := c.Tables().w.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&got); err != nil {
 					t.Fatal(err)
 				}
 				if want := sqliteSynchronous[sync]; got != want {
 					t.Errorf("%s: synchronous = %d, want %d (%s)", c.Name(), got, want, sync)
 				}
+				if err := c.Tables().FillTo(ctx, 10); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Tables().w.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&cache); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					cacheSize = cache
+				} else if cache != cacheSize {
+					t.Errorf("%s: cache_size = %d after a prefill, want %d as %s", c.Name(), cache, cacheSize, "jobs")
+				}
+			}
+			if cacheSize != -32768 {
+				t.Errorf("the library's writer: cache_size = %d, want -32768 (jobs.OpenSQLite's)", cacheSize)
 			}
 		})
 	}

@@ -141,12 +141,16 @@ func (t *Tables) FillTo(ctx context.Context, n int) error {
 	if have < n {
 		if t.dialect == SQLite {
 			// Random keys into a large unique index: give the writer's
-			// page cache room while filling, then restore the default
-			// (-2000: about 2 MB), which is what the stores run with.
+			// page cache room while filling, then restore the size the
+			// contender runs with.
+			var size int
+			if err := t.w.QueryRowContext(ctx, `PRAGMA cache_size`).Scan(&size); err != nil {
+				return err
+			}
 			if _, err := t.w.ExecContext(ctx, `PRAGMA cache_size = -262144`); err != nil {
 				return err
 			}
-			defer t.w.ExecContext(context.WithoutCancel(ctx), `PRAGMA cache_size = -2000`)
+			defer t.w.ExecContext(context.WithoutCancel(ctx), `PRAGMA cache_size = `+strconv.Itoa(size))
 		}
 		if err := t.fill(ctx, "tenant-", StoredOwners, n-have, "pending"); err != nil {
 			return err
