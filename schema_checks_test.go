@@ -24,7 +24,6 @@ func TestSchemaRefusesRowsThatBreakTheStateRules(t *testing.T) {
 		"sqlite":   func(t *testing.T) jobs.SQLStore { return testdb.NewSQLite(t) },
 		"postgres": func(t *testing.T) jobs.SQLStore { return testdb.NewPostgres(t) },
 	}
-	const now = "{now}" // the dialect's time
 	for dialect, open := range stores {
 		t.Run(dialect, func(t *testing.T) {
 			t.Parallel()
@@ -46,10 +45,6 @@ func TestSchemaRefusesRowsThatBreakTheStateRules(t *testing.T) {
 			if _, err := m.MarkRunning(ctx, a.ID, "ref-1"); err != nil {
 				t.Fatal(err)
 			}
-			timeNow := "CAST(unixepoch('subsec') * 1000000 AS INTEGER)"
-			if dialect == "postgres" {
-				timeNow = "now()"
-			}
 			for _, tc := range []struct {
 				name, stmt string
 			}{
@@ -66,10 +61,7 @@ func TestSchemaRefusesRowsThatBreakTheStateRules(t *testing.T) {
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					before := readState(t, m, j.ID)
-					stmt := strings.ReplaceAll(tc.stmt, now, timeNow)
-					if dialect == "sqlite" {
-						stmt = strings.ReplaceAll(stmt, "$1", "?1")
-					}
+					stmt := inDialect(dialect, tc.stmt)
 					_, err := s.DB().ExecContext(ctx, stmt, j.ID)
 					if err == nil || !strings.Contains(strings.ToLower(err.Error()), "check constraint") {
 						t.Fatalf("%s: err = %v, want a CHECK constraint violation", stmt, err)
@@ -84,10 +76,7 @@ func TestSchemaRefusesRowsThatBreakTheStateRules(t *testing.T) {
 				`UPDATE job_attempts SET state = 'failed', finished_at = {now} WHERE job_id = $1`,
 				`UPDATE jobs SET state = 'failed', closed_at = {now} WHERE id = $1`,
 			} {
-				stmt = strings.ReplaceAll(stmt, now, timeNow)
-				if dialect == "sqlite" {
-					stmt = strings.ReplaceAll(stmt, "$1", "?1")
-				}
+				stmt = inDialect(dialect, stmt)
 				if _, err := s.DB().ExecContext(ctx, stmt, j.ID); err != nil {
 					t.Fatalf("%s: %v", stmt, err)
 				}
@@ -97,6 +86,16 @@ func TestSchemaRefusesRowsThatBreakTheStateRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inDialect writes stmt, whose time is {now} and whose argument is $1, in
+// dialect's SQL: SQLite keeps times as Unix microseconds and numbers its
+// arguments ?1.
+func inDialect(dialect, stmt string) string {
+	if dialect == "postgres" {
+		return strings.ReplaceAll(stmt, "{now}", "now()")
+	}
+	return strings.NewReplacer("{now}", "CAST(unixepoch('subsec') * 1000000 AS INTEGER)", "$1", "?1").Replace(stmt)
 }
 
 // jobAndAttempt is what TestSchemaRefusesRowsThatBreakTheStateRules compares
