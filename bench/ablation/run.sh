@@ -15,7 +15,8 @@
 #
 # The variants (files NAME.sql, with $1 the attempt, $2 the result, $3 the
 # time, $4 a claim token, $5-$7 the pieces of the loser's reason):
-#   library               pgCompleteAttempt of cas.go, as of schema 6
+#   library               pgCompleteAttempt of cas.go, as of schema 6 (plus a
+#                         last column, whether the attempt won)
 #   library-narrow        the same, returning 4 columns of the job, not 16
 #   library-unlocked-job  the same, reading the job without FOR UPDATE
 #                         (unsafe: a loser may not learn who won)
