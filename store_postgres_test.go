@@ -26,20 +26,25 @@ func TestPostgres(t *testing.T) {
 func TestPostgresThroughWrappedDriver(t *testing.T) {
 	t.Parallel()
 	testdb.PostgresDSN(t) // skips (or fails in CI) before any subtest when PostgreSQL is not configured
-	jobstest.Run(t, func(t testing.TB) jobs.Store {
-		db := sql.OpenDB(wrappedConnector{testdb.PostgresDSN(t)})
-		db.SetMaxOpenConns(4)
-		s, err := jobs.NewPostgresStore(context.Background(), db)
-		if err != nil {
-			db.Close()
-			t.Fatalf("open postgres: %v", err)
-		}
-		t.Cleanup(func() {
-			s.Close()
-			db.Close()
-		})
-		return s
+	jobstest.Run(t, func(t testing.TB) jobs.Store { return newWrappedPostgres(t) })
+}
+
+// newWrappedPostgres opens a store in a fresh schema over a pool whose
+// driver wraps pgx's.
+func newWrappedPostgres(t testing.TB) *jobs.PostgresStore {
+	t.Helper()
+	db := sql.OpenDB(wrappedConnector{testdb.PostgresDSN(t)})
+	db.SetMaxOpenConns(4)
+	s, err := jobs.NewPostgresStore(context.Background(), db)
+	if err != nil {
+		db.Close()
+		t.Fatalf("open postgres: %v", err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		db.Close()
 	})
+	return s
 }
 
 // wrappedConnector opens pgx connections behind wrappedConn.

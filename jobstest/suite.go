@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"TimeoutBlocksUntilResolved", testTimeoutBlocks},
 		{"FinishingOrderDecides", testFinishingOrder},
 		{"CompleteRace", testCompleteRace},
+		{"CancelRacesComplete", testCancelRacesComplete},
 		{"AttemptTransitions", testAttemptTransitions},
 		{"JobTransitions", testJobTransitions},
 		{"RetrySafety", testRetrySafety},

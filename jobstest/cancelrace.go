@@ -1,0 +1,121 @@
+package jobstest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/intentjobs/jobs"
+)
+
+// testCancelRacesComplete releases, on many jobs at once, the four calls
+// that can decide one: Complete of each of two hedged attempts, Cancel of
+// the first, and CancelJob. Whatever the order the store serializes them
+// in, exactly one of them decides the job, the answers agree with the rows,
+// and no result lands on a job or attempt that was cancelled.
+func testCancelRacesComplete(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	const n = 24
+	type race struct {
+		job                  jobs.Job
+		a, b                 jobs.Attempt
+		completeA, completeB error
+		cancelA, cancelJob   error
+	}
+	races := make([]race, n)
+	for i := range races {
+		j := e.newJob()
+		races[i] = race{job: j, a: e.running(j.ID, jobs.Hedge()), b: e.running(j.ID, jobs.Hedge())}
+	}
+	release(4*n, func(i int) {
+		r := &races[i/4]
+		switch i % 4 {
+		case 0:
+			_, r.completeA = e.m.Complete(e.ctx, r.a.ID, json.RawMessage(`{"by":"a"}`))
+		case 1:
+			_, r.completeB = e.m.Complete(e.ctx, r.b.ID, json.RawMessage(`{"by":"b"}`))
+		case 2:
+			_, r.cancelA = e.m.Cancel(e.ctx, r.a.ID, "stopped")
+		case 3:
+			_, r.cancelJob = e.m.CancelJob(e.ctx, r.job.ID, "user cancelled")
+		}
+	})
+	for i, r := range races {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			e := e.with(t)
+			j, a, b := e.job(r.job.ID), e.attempt(r.a.ID), e.attempt(r.b.ID)
+			deciders := 0
+			for _, err := range []error{r.completeA, r.completeB, r.cancelJob} {
+				if err == nil {
+					deciders++
+				}
+			}
+			if deciders != 1 {
+				t.Fatalf("%d calls decided the job, want 1: Complete(a)=%v Complete(b)=%v CancelJob=%v",
+					deciders, r.completeA, r.completeB, r.cancelJob)
+			}
+			if r.completeA == nil && r.cancelA == nil {
+				t.Errorf("both Complete(a) and Cancel(a) succeeded")
+			}
+			switch {
+			case r.cancelJob == nil:
+				if j.State != jobs.JobCancelled || j.CompletedBy != "" || j.Result != nil {
+					t.Errorf("CancelJob won, job = %s completed by %q result %s", j.State, j.CompletedBy, j.Result)
+				}
+			default:
+				winner, loser, loserErr := a, b, r.completeB
+				if r.completeB == nil {
+					winner, loser, loserErr = b, a, r.completeA
+				}
+				if j.State != jobs.JobSucceeded || j.CompletedBy != winner.ID || winner.State != jobs.AttemptSucceeded {
+					t.Errorf("Complete(%s) won, job = %s completed by %q, attempt %s", winner.ID, j.State, j.CompletedBy, winner.State)
+				}
+				if want := fmt.Sprintf(`{"by":%q}`, map[string]string{a.ID: "a", b.ID: "b"}[winner.ID]); string(j.Result) != want {
+					t.Errorf("job result = %s, want %s", j.Result, want)
+				}
+				if !errors.Is(r.cancelJob, jobs.ErrJobClosed) {
+					t.Errorf("CancelJob after a winner = %v, want ErrJobClosed", r.cancelJob)
+				}
+				var lost *jobs.LostRaceError
+				if errors.As(loserErr, &lost) && (lost.WinnerID != winner.ID || loser.State != jobs.AttemptLost) {
+					t.Errorf("loser %s: %v, attempt %s; want lost to %s", loser.ID, loserErr, loser.State, winner.ID)
+				}
+			}
+			for _, c := range []struct {
+				att jobs.Attempt
+				err error
+			}{{a, r.completeA}, {b, r.completeB}} {
+				var lost *jobs.LostRaceError
+				switch {
+				case c.err == nil:
+					if c.att.State != jobs.AttemptSucceeded {
+						t.Errorf("Complete(%s) succeeded, attempt is %s", c.att.ID, c.att.State)
+					}
+				case errors.As(c.err, &lost):
+					if c.att.State != jobs.AttemptLost {
+						t.Errorf("Complete(%s) lost the race, attempt is %s", c.att.ID, c.att.State)
+					}
+				case errors.Is(c.err, jobs.ErrJobClosed), errors.Is(c.err, jobs.ErrInvalidTransition):
+					if c.att.State != jobs.AttemptCancelled {
+						t.Errorf("Complete(%s) = %v, attempt is %s, want cancelled", c.att.ID, c.err, c.att.State)
+					}
+				default:
+					t.Errorf("Complete(%s) = %v", c.att.ID, c.err)
+				}
+			}
+			switch {
+			case r.cancelA == nil:
+				// Its own reason, or the one Complete(a) left when it
+				// found the job cancelled: Cancel of a cancelled attempt
+				// is a retry, answered with the attempt as it is.
+				if a.State != jobs.AttemptCancelled {
+					t.Errorf("Cancel(a) succeeded, attempt is %s", a.State)
+				}
+			case !errors.Is(r.cancelA, jobs.ErrInvalidTransition):
+				t.Errorf("Cancel(a) = %v, want ErrInvalidTransition", r.cancelA)
+			}
+		})
+	}
+	e.checkInvariants()
+}
