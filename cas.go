@@ -130,16 +130,28 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 //
 // The two dialects make that one atomic step in their own way:
 //
-//   - PostgreSQL runs it as one statement of data-modifying common table
-//     expressions (pgCompleteAttempt). It locks the attempt row first (FOR
-//     UPDATE): a concurrent Cancel of the attempt waits, or has happened,
-//     so a job is never completed by an attempt that was cancelled
-//     meanwhile. Then the compare-and-swap's UPDATE locks the job row; when
-//     it changes nothing, the job row is locked and read (FOR UPDATE) to
-//     tell the loser who won: PostgreSQL returns the latest committed
-//     version of a row it locks, where a plain read would return the one
-//     the statement's snapshot saw, which may predate the winner. Purge
-//     never waits for either lock (SKIP LOCKED).
+//   - PostgreSQL runs it as two statements sent together, which end in one
+//     Sync and so run as one implicit transaction, in one round trip
+//     (pgCompleteJob, then pgCompleteFate; see pgCompletePipeline). The
+//     compare-and-swap's sub-select locks the attempt (FOR NO KEY UPDATE):
+//     a concurrent Cancel of the attempt waits, or has happened, so a job is
+//     never completed by an attempt that was cancelled meanwhile. The swap's
+//     UPDATE locks the job row, waiting for a winner or a close in flight.
+//     The second statement takes a snapshot of its own, after the first
+//     ended: it sees the job as this transaction completed it, or as the
+//     winner or the close that refused the swap committed it, and records
+//     the attempt's fate from that. Where two statements cannot be sent
+//     together (unnamed statements or the simple protocol, as behind a
+//     transaction pooler, or a driver wrapping pgx's), one statement of
+//     data-modifying common table expressions does the same
+//     (pgCompleteAttempt): it locks the attempt first, and when the swap
+//     changes nothing it locks and reads the job (FOR UPDATE) to tell the
+//     loser who won, since PostgreSQL returns the latest committed version
+//     of a row it locks where a plain read would return the one the
+//     statement's snapshot saw. Purge never waits for these locks (SKIP
+//     LOCKED). TestPostgresCompleteAfterAWriteInFlight holds a Cancel, a
+//     CancelJob and another attempt's Complete open until Complete waits
+//     for it, on both forms; without either lock it fails.
 //   - SQLite runs it in one immediate transaction (BEGIN IMMEDIATE takes
 //     the database's write lock first): the guarded UPDATE of the job
 //     reads the attempt with its claim in a subquery (sqliteCompleteJob),
@@ -152,7 +164,9 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 // The conformance suite (jobstest) races 32 Completes of one job on every
 // store and checks one winner and 31 losers naming it, and that finishing
 // order decides; loosening the guard of either statement so that a
-// succeeded job can be written again makes those cases fail.
+// succeeded job can be written again makes those cases fail. It also races
+// Complete of two attempts against Cancel and CancelJob on 24 jobs at once
+// (CancelRacesComplete): exactly one call decides each job.
 
 // The reasons recorded on an attempt whose result was dropped. Both
 // dialects record exactly these, PostgreSQL by passing the pieces to
@@ -176,7 +190,8 @@ func loseReason(state AttemptState, j Job) string {
 	return ""
 }
 
-// pgCompleteAttempt is Complete in one statement. a locks the attempt and
+// pgCompleteAttempt is Complete in one statement, for connections on which
+// pgCompleteJob and pgCompleteFate cannot be sent together. a locks the attempt and
 // reads its latest committed version; won is the compare-and-swap; j, read
 // only when won changed nothing (a CTE that no one reads is not run), locks
 // the job and reads its latest committed version; att records the attempt's
@@ -217,6 +232,44 @@ const pgCompleteAttempt = `WITH a AS (
 SELECT won.*, att.* FROM won, att
 UNION ALL
 SELECT j.*, att.* FROM j, att WHERE NOT EXISTS (SELECT 1 FROM won)`
+
+// pgCompleteJob and pgCompleteFate are Complete in two statements sent
+// together, in one implicit transaction (see PostgresStore.CompleteAttempt).
+// pgCompleteJob is the compare-and-swap: its sub-select reads the attempt
+// ($1) and locks it (FOR NO KEY UPDATE, which waits for a concurrent
+// Cancel and then reads the attempt as that left it); the job changes only
+// if the attempt is open (and, for a reconciler's write, claimed with $4)
+// and the job is still at the attempt's BaseVersion, has no winner and is
+// running. pgCompleteFate then records the attempt's fate from the job as
+// its own snapshot, taken after the swap, shows it: the job this
+// transaction completed, or the job as the winner or the close that
+// refused the swap committed it (the swap waited for that transaction's
+// row lock). $1 is the attempt, $2 the time, $3 the claim token, $4-$6 the
+// pieces of the reasons above. It returns the job and the attempt
+// (pgCompletedAttemptCols), or no row if the attempt does not exist, is no
+// longer open, or is claimed with another token.
+const (
+	pgCompleteJob = `UPDATE jobs SET state = 'succeeded', result = $2, completed_by = $1, version = version + 1,
+                updated_at = $3, closed_at = $3
+ WHERE (id, version) = (SELECT job_id, base_version FROM job_attempts
+                         WHERE id = $1 AND state = ANY ('{starting,running,unknown}'::text[])
+                           AND ($4 = '' OR claim_token = $4)
+                         FOR NO KEY UPDATE)
+   AND completed_by IS NULL AND state = 'running'`
+	pgCompleteFate = `UPDATE job_attempts a SET
+        state = CASE WHEN jobs.completed_by = $1 THEN 'succeeded'
+                     WHEN jobs.completed_by IS NOT NULL THEN 'lost'
+                     ELSE 'cancelled' END,
+        reason = CASE WHEN jobs.completed_by = $1 THEN a.reason
+                      WHEN jobs.completed_by IS NOT NULL THEN $4 || jobs.completed_by || $5
+                      ELSE $6 || jobs.state END,
+        updated_at = $2,
+        finished_at = $2
+  FROM jobs
+ WHERE a.id = $1 AND jobs.id = a.job_id AND a.state = ANY ('{starting,running,unknown}'::text[])
+   AND ($3 = '' OR a.claim_token = $3)
+RETURNING ` + pgJobColsOfJobs + `, a.seq, a.provider, a.state, a.base_version, a.hedge, a.provider_ref, a.reason, a.created_at`
+)
 
 // pgCompletedAttemptCols are the columns of the attempt that
 // pgCompleteAttempt returns: the others are known (its ID, its job's, and

@@ -19,8 +19,10 @@ import (
 // Complete waits for it. Complete must decide on the committed rows, not
 // on the snapshot it started with: a cancelled attempt never completes the
 // job, and a loser is told the truth about the job. Each case fails if the
-// statement reads the attempt or the job without locking it. It runs on
-// both of the store's paths: pgx's connection and database/sql.
+// statements read the attempt or the job without locking it. It runs on
+// each of the store's paths: two statements sent together on pgx's
+// connection, one statement on pgx's connection in exec mode, and one
+// through database/sql.
 func TestPostgresCompleteAfterAWriteInFlight(t *testing.T) {
 	t.Parallel()
 	testdb.PostgresDSN(t)
@@ -88,6 +90,7 @@ func TestPostgresCompleteAfterAWriteInFlight(t *testing.T) {
 		open func(testing.TB) *jobs.PostgresStore
 	}{
 		{"pgx", func(t testing.TB) *jobs.PostgresStore { return testdb.NewPostgres(t) }},
+		{"pgx exec mode", newUnnamedPostgres},
 		{"database/sql", newWrappedPostgres},
 	}
 	for _, st := range stores {

@@ -155,7 +155,10 @@
 //
 // Submit costs one round trip to PostgreSQL, for a new key and for a replay
 // alike: one INSERT … ON CONFLICT DO NOTHING statement that also returns the
-// existing row. StartAttempt and Complete are one statement each. On SQLite,
+// existing row. StartAttempt is one statement, and Complete one round trip:
+// the compare-and-swap and the attempt's fate, two statements sent together
+// as one implicit transaction (one statement of common table expressions
+// where pgx does not cache prepared statements). On SQLite,
 // Submit looks the key up through a pool of readers before it queues for the
 // single writer, so replays never wait for the write lock, and each
 // connection keeps its prepared statements. After a run of new keys both

@@ -689,37 +689,82 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 	return Attempt{}, errKeptChanging("update attempt")
 }
 
-// CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
-// statement (pgCompleteAttempt).
+// CompleteAttempt implements Store: the compare-and-swap of cas.go, in two
+// statements sent at once (pgCompleteJob and pgCompleteFate, see
+// pgCompletePipeline) or, where they cannot be, in one (pgCompleteAttempt).
 func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error) {
-	var r struct {
-		j     pgJob
-		a     Attempt
-		state string
-		seq   int32
-		at    time.Time
-		dest  [16 + 8]any
-		args  [7]any
+	var r completedRow
+	err := s.complete(ctx, c, &r)
+	if err == nil && !r.found {
+		err = sql.ErrNoRows
 	}
-	d := r.j.dest(r.dest[:0])
-	d = append(d, &r.seq, &r.a.Provider, pgState{&r.state}, &r.a.BaseVersion, &r.a.Hedge, &r.a.ProviderRef, &r.a.Reason, &r.at)
-	// The time as pgx's own type, which it encodes without wrapping it.
-	at := pgtype.Timestamptz{Time: c.At, Valid: true}
-	args := append(r.args[:0], c.AttemptID, string(c.Result), at, c.ClaimToken,
-		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix)
-	err := pgxQueryRow(ctx, s.db, pgCompleteAttempt, args, d...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return whyNotCompleted(ctx, s, c)
 	}
 	if err != nil {
 		return Job{}, Attempt{}, s.interpret("complete attempt", err)
 	}
-	j := r.j.job()
-	a := r.a
-	a.ID, a.JobID, a.State, a.Seq = c.AttemptID, j.ID, AttemptState(r.state), int(r.seq)
-	stored := c.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
-	a.CreatedAt, a.UpdatedAt, a.FinishedAt = r.at.UTC(), stored, stored
-	return completed(j, a)
+	stored := c.At.UTC().Truncate(time.Microsecond) // as stored: both paths send whole microseconds
+	r.a.UpdatedAt, r.a.FinishedAt = stored, stored
+	return completed(r.j, r.a)
+}
+
+// complete runs Complete's statements on a connection of the pool and
+// reads the job and the attempt after the step into r.
+func (s *PostgresStore) complete(ctx context.Context, c Completion, r *completedRow) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	native := false
+	err = conn.Raw(func(dc any) error {
+		pc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return nil
+		}
+		native = true
+		err := pgCompletePipeline(ctx, pc.Conn(), c, r)
+		if errors.Is(err, errNotPipelined) {
+			err = r.scan(c, func(args, dest []any) error {
+				return pc.Conn().QueryRow(ctx, pgCompleteAttempt, args...).Scan(dest...)
+			})
+		}
+		return err
+	})
+	if native {
+		return err
+	}
+	return r.scan(c, func(args, dest []any) error {
+		return conn.QueryRowContext(ctx, pgCompleteAttempt, args...).Scan(dest...)
+	})
+}
+
+// scan runs pgCompleteAttempt through query, which scans its row into
+// dest, and reads the row into r.
+func (r *completedRow) scan(c Completion, query func(args, dest []any) error) error {
+	var row struct {
+		j     pgJob
+		state string
+		seq   int32
+		at    time.Time
+		dest  [16 + 8]any
+		args  [7]any
+	}
+	d := row.j.dest(row.dest[:0])
+	d = append(d, &row.seq, &r.a.Provider, pgState{&row.state}, &r.a.BaseVersion, &r.a.Hedge, &r.a.ProviderRef, &r.a.Reason, &row.at)
+	// The time as pgx's own type, which it encodes without wrapping it.
+	at := pgtype.Timestamptz{Time: c.At, Valid: true}
+	args := append(row.args[:0], c.AttemptID, string(c.Result), at, c.ClaimToken,
+		reasonLostPrefix, reasonLostSuffix, reasonClosedPrefix)
+	if err := query(args, d); err != nil {
+		return err
+	}
+	r.j = row.j.job()
+	r.a.ID, r.a.JobID, r.a.State, r.a.Seq = c.AttemptID, r.j.ID, AttemptState(row.state), int(row.seq)
+	r.a.CreatedAt = row.at.UTC()
+	r.found = true
+	return nil
 }
 
 // StaleAttempts implements Store.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/stdlib"
@@ -27,6 +28,38 @@ func TestPostgresThroughWrappedDriver(t *testing.T) {
 	t.Parallel()
 	testdb.PostgresDSN(t) // skips (or fails in CI) before any subtest when PostgreSQL is not configured
 	jobstest.Run(t, func(t testing.TB) jobs.Store { return newWrappedPostgres(t) })
+}
+
+// TestPostgresWithUnnamedStatements runs the conformance suite on
+// connections in pgx's exec mode, the one a transaction pooler needs:
+// statements are not prepared by name, and Complete runs as one statement
+// rather than two sent together.
+func TestPostgresWithUnnamedStatements(t *testing.T) {
+	t.Parallel()
+	testdb.PostgresDSN(t) // skips (or fails in CI) before any subtest when PostgreSQL is not configured
+	jobstest.Run(t, func(t testing.TB) jobs.Store { return newUnnamedPostgres(t) })
+}
+
+// newUnnamedPostgres opens a store in a fresh schema whose connections do
+// not prepare statements by name.
+func newUnnamedPostgres(t testing.TB) *jobs.PostgresStore {
+	t.Helper()
+	dsn := testdb.PostgresDSN(t)
+	switch {
+	case !strings.Contains(dsn, "://"): // key=value
+		dsn += " default_query_exec_mode=exec"
+	case strings.Contains(dsn, "?"):
+		dsn += "&default_query_exec_mode=exec"
+	default:
+		dsn += "?default_query_exec_mode=exec"
+	}
+	s, err := jobs.OpenPostgres(context.Background(), dsn)
+	if err != nil {
+		t.Fatalf("open postgres: %v", err)
+	}
+	s.DB().SetMaxOpenConns(4)
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // newWrappedPostgres opens a store in a fresh schema over a pool whose
