@@ -15,7 +15,8 @@
 #
 # The variants (files NAME.sql, with $1 the attempt, $2 the result, $3 the
 # time, $4 a claim token, $5-$7 the pieces of the loser's reason):
-#   library               pgCompleteAttempt of cas.go, as of schema 6 (plus a
+#   library               pgCompleteAttempt of cas.go, the one statement the
+#                         store runs where it cannot send two together (plus a
 #                         last column, whether the attempt won)
 #   library-narrow        the same, returning 4 columns of the job, not 16
 #   library-unlocked-job  the same, reading the job without FOR UPDATE
@@ -23,8 +24,9 @@
 #   lean                  the baseline's statement, on the library's schema
 #   lean-locked           lean with the attempt locked (FOR UPDATE): the
 #                         cancel-vs-complete safety, nothing more
-#   two-statements        the compare-and-swap, then the attempt's fate read
-#                         from the job, in one pipeline (one round trip)
+#   two-statements        what the store runs on pgx's default connections:
+#                         pgCompleteJob, then pgCompleteFate, in one pipeline
+#                         (one round trip); the parameters numbered as above
 #
 # Needs psql and pgbench, and PostgreSQL at JOBS_TEST_POSTGRES_DSN (default:
 # the local test database). The scratch schema is dropped at the end.
