@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/intentjobs/jobs"
 )
@@ -118,4 +121,47 @@ func testCancelRacesComplete(t *testing.T, newStore func(t testing.TB) jobs.Stor
 		})
 	}
 	e.checkInvariants()
+}
+
+// testCompleteReturnsRows checks that the job and the attempt that
+// Store.CompleteAttempt returns are the rows as stored, for a winner, a
+// loser and an attempt of a job cancelled meanwhile.
+func testCompleteReturnsRows(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	cases := []struct {
+		name   string
+		before func(j jobs.Job, other jobs.Attempt)
+	}{
+		{"winner", func(jobs.Job, jobs.Attempt) {}},
+		{"loser", func(_ jobs.Job, other jobs.Attempt) {
+			if _, err := e.m.Complete(e.ctx, other.ID, json.RawMessage(`{"by":"other"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"job cancelled", func(j jobs.Job, _ jobs.Attempt) {
+			if _, err := e.m.CancelJob(e.ctx, j.ID, "user cancelled"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := e.with(t)
+			j := e.newJob()
+			a, other := e.running(j.ID, jobs.Hedge()), e.running(j.ID, jobs.Hedge())
+			c.before(j, other)
+			e.clock.Advance(time.Second)
+			gotJob, gotAttempt, err := e.store.CompleteAttempt(e.ctx, jobs.Completion{
+				AttemptID: a.ID, Result: json.RawMessage(`{"by":"a"}`), At: e.clock.Now().UTC().Truncate(time.Microsecond)})
+			if c.name == "winner" && err != nil {
+				t.Fatalf("CompleteAttempt: %v", err)
+			}
+			if diff := cmp.Diff(e.job(j.ID), gotJob); diff != "" {
+				t.Errorf("job returned (-stored +returned):\n%s", diff)
+			}
+			if diff := cmp.Diff(e.attempt(a.ID), gotAttempt); diff != "" {
+				t.Errorf("attempt returned (-stored +returned):\n%s", diff)
+			}
+		})
+	}
 }

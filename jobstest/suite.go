@@ -43,6 +43,7 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"FinishingOrderDecides", testFinishingOrder},
 		{"CompleteRace", testCompleteRace},
 		{"CancelRacesComplete", testCancelRacesComplete},
+		{"CompleteReturnsRows", testCompleteReturnsRows},
 		{"AttemptTransitions", testAttemptTransitions},
 		{"JobTransitions", testJobTransitions},
 		{"RetrySafety", testRetrySafety},
