@@ -59,8 +59,9 @@ type completedRow struct {
 
 // pgCompletePipeline runs Complete's two statements on c in one round trip
 // and reads the row of the second into r. It returns errNotPipelined,
-// having sent nothing, when c does not cache prepared statements, or its
-// statements do not have the types the decoding below reads.
+// having run neither, when c does not cache prepared statements, or the
+// statements as prepared do not have the types the decoding below reads
+// (a schema changed by hand).
 func pgCompletePipeline(ctx context.Context, c *pgx.Conn, comp Completion, r *completedRow) error {
 	if c.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return errNotPipelined
