@@ -710,8 +710,21 @@ func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job,
 }
 
 // complete runs Complete's statements on a connection of the pool and
-// reads the job and the attempt after the step into r.
+// reads the job and the attempt after the step into r. A connection found
+// closed before anything was sent on it (the server went away while it sat
+// in the pool) is replaced, as database/sql replaces one for its own calls.
 func (s *PostgresStore) complete(ctx context.Context, c Completion, r *completedRow) error {
+	for try := 1; ; try++ {
+		err := s.completeOn(ctx, c, r)
+		if try == 3 || !pgconn.SafeToRetry(err) || ctx.Err() != nil {
+			return err
+		}
+		*r = completedRow{}
+	}
+}
+
+// completeOn is one try of complete, on one connection.
+func (s *PostgresStore) completeOn(ctx context.Context, c Completion, r *completedRow) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -729,6 +742,9 @@ func (s *PostgresStore) complete(ctx context.Context, c Completion, r *completed
 			err = r.scan(c, func(args, dest []any) error {
 				return pc.Conn().QueryRow(ctx, pgCompleteAttempt, args...).Scan(dest...)
 			})
+		}
+		if err != nil && pc.Conn().IsClosed() {
+			err = badConn{err}
 		}
 		return err
 	})
@@ -910,7 +926,7 @@ func (s *PostgresStore) interpret(op string, err error) error {
 	}
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
-	if errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, driver.ErrBadConn) ||
+	if errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, pgconn.ErrConnClosed) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, sql.ErrConnDone) {
 		return &StorageError{Op: op, Kind: StorageUnavailable, Message: err.Error()}
 	}

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"database/sql/driver"
 	"encoding/binary"
 	"fmt"
 	"time"
@@ -103,6 +104,12 @@ func pgCompletePipeline(ctx context.Context, c *pgx.Conn, comp Completion, r *co
 	}
 	return mrr.Close()
 }
+
+// badConn is an error after which the connection is closed: database/sql
+// discards a connection when the function given to its Raw returns one.
+type badConn struct{ error }
+
+func (e badConn) Unwrap() []error { return []error{e.error, driver.ErrBadConn} }
 
 // sameTypes reports whether fields are of the types want.
 func sameTypes(fields []pgconn.FieldDescription, want []uint32) bool {
