@@ -245,9 +245,9 @@ SELECT j.*, att.* FROM j, att WHERE NOT EXISTS (SELECT 1 FROM won)`
 // transaction completed, or the job as the winner or the close that
 // refused the swap committed it (the swap waited for that transaction's
 // row lock). $1 is the attempt, $2 the time, $3 the claim token, $4-$6 the
-// pieces of the reasons above. It returns the job and the attempt
-// (pgCompletedAttemptCols), or no row if the attempt does not exist, is no
-// longer open, or is claimed with another token.
+// pieces of the reasons above. It returns the job (pgJobColsOfJobs) and the
+// attempt (the columns of pgCompletedAttemptCols), or no row if the attempt
+// does not exist, is no longer open, or is claimed with another token.
 const (
 	pgCompleteJob = `UPDATE jobs SET state = 'succeeded', result = $2, completed_by = $1, version = version + 1,
                 updated_at = $3, closed_at = $3

@@ -414,24 +414,52 @@ func (f scanFunc) Scan(dest ...any) error { return f(dest...) }
 // column per query and a value per column. On a pool of another driver (a
 // wrapper) it runs through database/sql.
 func pgxQueryRow(ctx context.Context, db *sql.DB, query string, args []any, dest ...any) error {
+	return pgxOn(ctx, db, func(c *pgx.Conn) error {
+		return c.QueryRow(ctx, query, args...).Scan(dest...)
+	}, func(c *sql.Conn) error {
+		return c.QueryRowContext(ctx, query, args...).Scan(dest...)
+	})
+}
+
+// pgxOn runs native on a connection of db through pgx itself or, on a pool
+// of another driver (a wrapper), fallback through database/sql. A
+// connection that pgconn finds closed before anything was sent on it (the
+// server went away while it sat in the pool) is replaced, up to twice, as
+// database/sql replaces one for its own calls; one that native leaves
+// closed is handed back as bad, for the pool to drop.
+func pgxOn(ctx context.Context, db *sql.DB, native func(*pgx.Conn) error, fallback func(*sql.Conn) error) error {
+	for try := 1; ; try++ {
+		err := pgxOnce(ctx, db, native, fallback)
+		if try == 3 || !pgconn.SafeToRetry(err) || ctx.Err() != nil {
+			return err
+		}
+	}
+}
+
+// pgxOnce is one try of pgxOn, on one connection.
+func pgxOnce(ctx context.Context, db *sql.DB, native func(*pgx.Conn) error, fallback func(*sql.Conn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	native := false
+	isPgx := false
 	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return nil
 		}
-		native = true
-		return c.Conn().QueryRow(ctx, query, args...).Scan(dest...)
+		isPgx = true
+		err := native(c.Conn())
+		if err != nil && c.Conn().IsClosed() {
+			err = badConn{err}
+		}
+		return err
 	})
-	if native {
+	if isPgx {
 		return err
 	}
-	return conn.QueryRowContext(ctx, query, args...).Scan(dest...)
+	return fallback(conn)
 }
 
 // pgReadJobByKey reads the job that holds owner's key through h. No such
@@ -710,49 +738,21 @@ func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job,
 }
 
 // complete runs Complete's statements on a connection of the pool and
-// reads the job and the attempt after the step into r. A connection found
-// closed before anything was sent on it (the server went away while it sat
-// in the pool) is replaced, as database/sql replaces one for its own calls.
+// reads the job and the attempt after the step into r.
 func (s *PostgresStore) complete(ctx context.Context, c Completion, r *completedRow) error {
-	for try := 1; ; try++ {
-		err := s.completeOn(ctx, c, r)
-		if try == 3 || !pgconn.SafeToRetry(err) || ctx.Err() != nil {
-			return err
-		}
-		*r = completedRow{}
-	}
-}
-
-// completeOn is one try of complete, on one connection.
-func (s *PostgresStore) completeOn(ctx context.Context, c Completion, r *completedRow) error {
-	conn, err := s.db.Conn(ctx)
-	if err != nil {
-		return err
-	}
-	defer conn.Close()
-	native := false
-	err = conn.Raw(func(dc any) error {
-		pc, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return nil
-		}
-		native = true
-		err := pgCompletePipeline(ctx, pc.Conn(), c, r)
+	return pgxOn(ctx, s.db, func(pc *pgx.Conn) error {
+		*r = completedRow{} // a try again after a closed connection starts afresh
+		err := pgCompletePipeline(ctx, pc, c, r)
 		if errors.Is(err, errNotPipelined) {
 			err = r.scan(c, func(args, dest []any) error {
-				return pc.Conn().QueryRow(ctx, pgCompleteAttempt, args...).Scan(dest...)
+				return pc.QueryRow(ctx, pgCompleteAttempt, args...).Scan(dest...)
 			})
 		}
-		if err != nil && pc.Conn().IsClosed() {
-			err = badConn{err}
-		}
 		return err
-	})
-	if native {
-		return err
-	}
-	return r.scan(c, func(args, dest []any) error {
-		return conn.QueryRowContext(ctx, pgCompleteAttempt, args...).Scan(dest...)
+	}, func(conn *sql.Conn) error {
+		return r.scan(c, func(args, dest []any) error {
+			return conn.QueryRowContext(ctx, pgCompleteAttempt, args...).Scan(dest...)
+		})
 	})
 }
 

@@ -106,7 +106,8 @@ func pgCompletePipeline(ctx context.Context, c *pgx.Conn, comp Completion, r *co
 }
 
 // badConn is an error after which the connection is closed: database/sql
-// discards a connection when the function given to its Raw returns one.
+// discards a connection when the function given to its Raw returns one
+// (see pgxOn).
 type badConn struct{ error }
 
 func (e badConn) Unwrap() []error { return []error{e.error, driver.ErrBadConn} }
