@@ -378,11 +378,15 @@ const (
     WHERE id = ?1 AND (state = 'starting' OR state = 'running' OR state = 'unknown')
     RETURNING ` + attemptCols
 
-	// Complete's last step for a loser, once its transaction has read the
-	// attempt open (in state ?5) and claimed as the call asks.
-	sqliteFinishAttempt = `UPDATE job_attempts SET state = ?2, reason = CASE WHEN ?3 = '' THEN reason ELSE ?3 END,
-        updated_at = ?4, finished_at = ?4
-    WHERE id = ?1 AND state = ?5`
+	// Complete's steps for a loser, once sqliteCompleteJob refused: its
+	// job, read through the attempt, then the attempt's move to lost or
+	// cancelled (?2) with its reason (?3), guarded as the swap was (open,
+	// and claimed with ?5 if ?5 is not empty), returning the attempt.
+	sqliteJobOfAttempt = `SELECT ` + jobCols + ` FROM jobs WHERE id = (SELECT job_id FROM job_attempts WHERE id = ?1)`
+	sqliteLoseAttempt  = `UPDATE job_attempts SET state = ?2, reason = ?3, updated_at = ?4, finished_at = ?4
+    WHERE id = ?1 AND (state = 'starting' OR state = 'running' OR state = 'unknown')
+      AND (?5 = '' OR claim_token = ?5)
+    RETURNING ` + attemptCols
 
 	// Served by job_attempts_stale_idx (updated_at, claimed_until; partial
 	// on open states): its predicate is repeated word for word, as SQLite
@@ -705,11 +709,12 @@ func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attem
 }
 
 // CompleteAttempt implements Store: the compare-and-swap of cas.go, in one
-// immediate transaction. The winner's is two statements, the swap and the
-// attempt's move, each returning its row. Under the write lock nothing
-// changes between statements, so when the swap is refused, the attempt
-// with its claim and its job, read next, are what it found, and what the
-// attempt's move makes of them is known without reading it back.
+// immediate transaction of two statements for the winner, the swap and
+// the attempt's move, and of three for a loser: the refused swap, the job
+// (which says whether the attempt lost or its job was closed without it)
+// and the attempt's move. Each returns its row. Under the write lock
+// nothing changes between statements, so the job a loser reads is the one
+// its swap found.
 func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error) {
 	var j Job
 	var a Attempt
@@ -731,40 +736,25 @@ func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, A
 		case !errors.Is(err, sql.ErrNoRows):
 			return s.interpret("complete attempt", err)
 		}
-		// Refused: find out why.
-		var cur Attempt
-		var claim string
-		err = st.queryRow(ctx, sqliteAttemptAndClaim, attemptID).Scan(append(attemptDest(&cur), &claim)...)
+		// Refused. Under the write lock nothing has changed since: if the
+		// attempt exists, its job says why (closed without a winner, or
+		// won by another attempt), and the attempt's move, guarded as the
+		// swap was, finds it open and claimed as asked, or no row.
+		j, err = scanJob(st.queryRow(ctx, sqliteJobOfAttempt, attemptID))
 		if errors.Is(err, sql.ErrNoRows) {
-			return attemptNotFound(c.AttemptID)
-		} else if err != nil {
-			return s.interpret("get attempt", err)
-		}
-		if !cur.State.Open() || c.ClaimToken != "" && claim != c.ClaimToken {
-			return sql.ErrNoRows // reported below, as stored
-		}
-		j, err = scanJob(st.queryRow(ctx, sqliteJobByID, cur.JobID))
-		if errors.Is(err, sql.ErrNoRows) {
-			return jobNotFound(cur.JobID)
+			return err // no such attempt: reported below
 		} else if err != nil {
 			return s.interpret("get job", err)
 		}
-		// The attempt was open and claimed as asked: the job refused it.
 		state := AttemptCancelled // the job was closed without a winner
 		if j.CompletedBy != "" {
 			state = AttemptLost // another attempt completed the job first
 		}
-		reason := loseReason(state, j)
-		n, err := st.exec(ctx, sqliteFinishAttempt, attemptID, string(state), reason, micros, string(cur.State))
-		if err != nil {
+		a, err = scanAttempt(st.writeRow(ctx, sqliteLoseAttempt, attemptID, string(state), loseReason(state, j), micros, c.ClaimToken))
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return s.interpret("complete attempt", err)
 		}
-		if n != 1 {
-			return errKeptChanging("complete attempt") // cannot happen while the transaction holds the write lock
-		}
-		a = cur
-		a.State, a.Reason, a.UpdatedAt, a.FinishedAt = state, reason, at, at
-		return nil
+		return err // nil, or not open or claimed by another: reported below, as stored
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return whyNotCompleted(ctx, s, c)
