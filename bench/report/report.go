@@ -36,8 +36,12 @@ type Config struct {
 	Synchronous []string
 	River       bool // include River as a peer for the Submit workloads
 	TxBaseline  bool // include the four-statement Complete as a second baseline
-	Workloads   []perf.Workload
-	Log         io.Writer
+	// AlterLibrary, if set, is SQL run on the library's schema once it is
+	// applied (perf.Database.AlterLibrary): an ablation. The report says
+	// so before anything else.
+	AlterLibrary string
+	Workloads    []perf.Workload
+	Log          io.Writer
 }
 
 // DefaultConfig is what the report command runs.
@@ -195,8 +199,11 @@ func (s *setup) open(ctx context.Context, cfg Config, db DB, dir, name string, o
 	return nil
 }
 
-func openLibrary(ctx context.Context, d perf.Database) (perf.Contender, error) {
-	return perf.OpenLibrary(ctx, d)
+func openLibrary(alter string) func(context.Context, perf.Database) (perf.Contender, error) {
+	return func(ctx context.Context, d perf.Database) (perf.Contender, error) {
+		d.AlterLibrary = alter
+		return perf.OpenLibrary(ctx, d)
+	}
 }
 
 func openBaseline(style perf.CompleteStyle) func(context.Context, perf.Database) (perf.Contender, error) {
@@ -216,7 +223,7 @@ func openSetup(ctx context.Context, cfg Config, db DB, dir, prefix string, all b
 		want bool
 	}{
 		{"sql", openBaseline(perf.CompleteInOneStatement), true},
-		{"jobs", openLibrary, true},
+		{"jobs", openLibrary(cfg.AlterLibrary), true},
 		{"river", peer.OpenRiver, all && cfg.River},
 		{"sql-tx", openBaseline(perf.CompleteInTransaction), all && cfg.TxBaseline},
 	}

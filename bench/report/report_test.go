@@ -94,6 +94,48 @@ func TestRunSmall(t *testing.T) {
 	}
 }
 
+// TestAblation runs the Complete workload with the library's schema
+// altered, and checks that the alteration reached the library's database
+// (a statement that cannot run there fails the run) and that the report
+// says, before anything else, that its figures are not the library's.
+func TestAblation(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Runs = 1
+	cfg.TrialTime = time.Millisecond
+	cfg.MinOps, cfg.MaxOps = 16, 32
+	cfg.Log = io.Discard
+	cfg.Synchronous = []string{"NORMAL"}
+	cfg.River, cfg.TxBaseline = false, false
+	cfg.Workloads = nil
+	for _, w := range perf.Suite() {
+		if w.Kind == perf.Complete {
+			cfg.Workloads = append(cfg.Workloads, w)
+		}
+	}
+	cfg.AlterLibrary = "DROP INDEX jobs_created_at_idx; DROP INDEX job_attempts_stale_idx"
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := rep.Markdown("go test")
+	want := "# Performance report\n\n**An ablation, not the library's figures:** the library's schema was altered once it " +
+		"was applied, with `" + cfg.AlterLibrary + "`."
+	if !strings.HasPrefix(md, want) {
+		t.Errorf("REPORT.md starts %q, want %q", md[:min(len(md), len(want))], want)
+	}
+	cfg.AlterLibrary = "DROP INDEX no_such_index"
+	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "no_such_index") {
+		t.Errorf("an alteration that cannot run: err = %v, want the statement's error", err)
+	}
+	cfg.AlterLibrary = ""
+	if rep, err = Run(context.Background(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if md := rep.Markdown("go test"); strings.Contains(md, "ablation") {
+		t.Errorf("a report of the library as it is speaks of an ablation")
+	}
+}
+
 func TestSummarize(t *testing.T) {
 	tests := []struct {
 		in   []float64

@@ -46,6 +46,12 @@ type Database struct {
 	// Synchronous is SQLite's synchronous setting for every connection:
 	// "FULL" (what jobs.OpenSQLite uses) or "NORMAL".
 	Synchronous string
+	// AlterLibrary, if set, is SQL that OpenLibrary runs on the library's
+	// schema once it is applied (on SQLite, on the writer connection, so
+	// that a PRAGMA holds for every write): an ablation, to measure what a
+	// part of the schema costs by taking it away. Other contenders ignore
+	// it.
+	AlterLibrary string
 }
 
 // SQLiteParams are the connection settings of jobs.OpenSQLite, with the

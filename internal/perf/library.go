@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 
@@ -82,6 +83,12 @@ func OpenLibrary(ctx context.Context, db Database) (*Library, error) {
 		}
 		l.owned = append(l.owned, r)
 		l.tables = newTables(SQLite, s.DB(), r, librarySchemas[SQLite])
+	}
+	if db.AlterLibrary != "" {
+		if _, err := l.Store.DB().ExecContext(ctx, db.AlterLibrary); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("alter the library's schema: %w", err)
+		}
 	}
 	// Lost races are logged to a discarding handler: the benchmark measures
 	// the database work, not a log sink.

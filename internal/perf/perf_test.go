@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -343,5 +344,38 @@ func TestChecksCatchABrokenContender(t *testing.T) {
 		if !strings.Contains(strings.Join(r.Problems, "\n"), tt.want) {
 			t.Errorf("%s: problems %q, want one saying %q", tt.fault, r.Problems, tt.want)
 		}
+	}
+}
+
+// TestWarmReadsTheIndexesSubmitReads checks that Warm reads, on SQLite,
+// the indexes every Submit descends for both the library and the baseline
+// (the primary key and the unique key of owner and idempotency key) and no
+// partial index, and that it reads nothing on PostgreSQL.
+func TestWarmReadsTheIndexesSubmitReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, db := range databases {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			for _, c := range openContenders(t, db.dialect, db.synchronous)[:2] {
+				tables := c.Tables()
+				if err := tables.FillTo(ctx, 50); err != nil {
+					t.Fatal(err)
+				}
+				got, err := tables.Warm(ctx)
+				if err != nil {
+					t.Fatalf("%s: %v", c.Name(), err)
+				}
+				var want []string
+				if db.dialect == SQLite {
+					// The indexes of jobs' PRIMARY KEY and UNIQUE constraint.
+					want = []string{"sqlite_autoindex_jobs_1", "sqlite_autoindex_jobs_2"}
+				}
+				slices.Sort(got)
+				if !slices.Equal(got, want) {
+					t.Errorf("%s: warmed %q, want %q", c.Name(), got, want)
+				}
+			}
+		})
 	}
 }

@@ -187,6 +187,9 @@ func Prepare(ctx context.Context, w Workload, c Contender, n int) (*Trial, error
 		if t.stored < w.Stored {
 			return nil, fmt.Errorf("%s: %d jobs stored, want %d: fill the tables first", w.Name, t.stored, w.Stored)
 		}
+		if _, err := lc.Tables().Warm(ctx); err != nil {
+			return nil, err
+		}
 		t.newKeys(n)
 		t.owners = make([]string, n)
 		for i := range t.owners {
