@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,7 +74,9 @@ func errorClass(err error) string {
 	return fmt.Sprintf("UNTYPED %T", err)
 }
 
-// failoverChild runs args.Goroutines callers until its stdin is closed.
+// failoverChild runs args.Goroutines callers until its stdin is closed. A
+// line "slow" on stdin makes each caller pause 100 ms between steps, a
+// line "full" ends the pauses (failoverLoad.throttle).
 func failoverChild(ctx context.Context, store jobs.SQLStore, args childArgs) int {
 	m, err := jobs.New(store, jobs.Options{Hedging: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -88,8 +91,12 @@ func failoverChild(ctx context.Context, store jobs.SQLStore, args childArgs) int
 		enc.Encode(e)
 	}
 	stop := make(chan struct{})
+	var slow atomic.Bool
 	go func() {
-		io.Copy(io.Discard, os.Stdin)
+		sc := bufio.NewScanner(os.Stdin)
+		for sc.Scan() {
+			slow.Store(sc.Text() == "slow")
+		}
 		close(stop)
 	}()
 	var wg sync.WaitGroup
@@ -101,6 +108,13 @@ func failoverChild(ctx context.Context, store jobs.SQLStore, args childArgs) int
 				case <-stop:
 					return
 				default:
+				}
+				if slow.Load() {
+					select {
+					case <-stop:
+						return
+					case <-time.After(100 * time.Millisecond):
+					}
 				}
 				c.step(ctx)
 			}
@@ -277,6 +291,21 @@ func startFailoverLoad(t *testing.T, dsn string, processes int, args childArgs) 
 		}
 	})
 	return l
+}
+
+// throttle tells the children to pause between steps (slow) or to run
+// at full speed again.
+func (l *failoverLoad) throttle(t *testing.T, slow bool) {
+	t.Helper()
+	line := "full\n"
+	if slow {
+		line = "slow\n"
+	}
+	for i, in := range l.stdins {
+		if _, err := io.WriteString(in, line); err != nil {
+			t.Errorf("process %d: throttle: %v", i, err)
+		}
+	}
 }
 
 // stop tells the children to finish their current step and waits for

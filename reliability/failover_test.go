@@ -246,8 +246,16 @@ type failoverRun struct {
 	m       *jobs.Manager
 	store   *jobs.PostgresStore
 	app     string
+	load    *failoverLoad // nil: no load to throttle while a node rejoins
 	records []*failoverRecord
 }
+
+// rejoinAtFullLoad is how long the old primary is given to come back as
+// the standby under the children's full load. On two shared cores a
+// standby replaying the WAL of 200 callers can fall behind as fast as it
+// catches up; after this, the load is throttled until the node has
+// rejoined (and logged): the failover itself always happens at full load.
+const rejoinAtFullLoad = 30 * time.Second
 
 // failover fails the primary over, how being "perform failover" or
 // "primary killed", waits until the old primary is the standby again, and
@@ -315,7 +323,7 @@ func (run *failoverRun) failover(t *testing.T, how string) {
 	default:
 		t.Fatalf("no failover called %q", how)
 	}
-	if _, err := run.c.waitFor(ctx, "the old primary back as the standby", healthy); err != nil {
+	if err := run.waitForRejoin(t, ctx); err != nil {
 		t.Fatal(err)
 	}
 	r.joined = time.Since(r.start)
@@ -325,6 +333,27 @@ func (run *failoverRun) failover(t *testing.T, how string) {
 	}
 	r.wait = w.fire(t, run.m, run.store, run.app, next.Port, l.pid)
 	r.wait.listening = l.at
+}
+
+// waitForRejoin waits until the old primary is the standby again: for
+// rejoinAtFullLoad under the full load, then with the load throttled.
+func (run *failoverRun) waitForRejoin(t *testing.T, ctx context.Context) error {
+	const what = "the old primary back as the standby"
+	if run.load == nil {
+		_, err := run.c.waitFor(ctx, what, healthy)
+		return err
+	}
+	full, cancel := context.WithTimeout(ctx, rejoinAtFullLoad)
+	_, err := run.c.waitFor(full, what, healthy)
+	cancel()
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	t.Logf("the old primary has not rejoined after %v at full load: throttling the load until it has", rejoinAtFullLoad)
+	run.load.throttle(t, true)
+	defer run.load.throttle(t, false)
+	_, err = run.c.waitFor(ctx, what, healthy)
+	return err
 }
 
 // asynchronous finds the failovers during which the monitor assigned the
@@ -622,6 +651,7 @@ func TestFailoverKeepsThePromise(t *testing.T) {
 
 	const processes, goroutines = 4, 50
 	load := startFailoverLoad(t, dsn, processes, childArgs{Goroutines: goroutines, Keys: 25, Seed: seed(t)})
+	run.load = load
 	stopProbe := make(chan struct{})
 	probed := probeWrites(run.m, stopProbe)
 	stopWatch := watchFailoverTransitions(run.store, time.Second)
