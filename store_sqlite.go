@@ -326,13 +326,7 @@ const (
     RETURNING ` + jobCols
 
 	sqliteAttemptByID = `SELECT ` + attemptCols + ` FROM job_attempts WHERE id = ?1`
-	// Complete's read of the attempt with its claim, once the swap was
-	// refused. (Read together with
-	// its job in one statement, through a join, costs the driver some 120
-	// more allocations than two reads: it does not keep the join's column
-	// names and types between executions.)
-	sqliteAttemptAndClaim = `SELECT ` + attemptCols + `, claim_token FROM job_attempts WHERE id = ?1`
-	sqliteAttempts        = `SELECT ` + attemptCols + ` FROM job_attempts WHERE job_id = ?1 ORDER BY seq`
+	sqliteAttempts    = `SELECT ` + attemptCols + ` FROM job_attempts WHERE job_id = ?1 ORDER BY seq`
 
 	// StartAttempt's guard and count on the job row: the job must be open
 	// and no attempt may be in doubt (nor running, unless ?4 allows a

@@ -26,15 +26,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// tinyConfig is the default configuration with runs runs of trials of a
+// few dozen operations, logging nothing: enough to exercise the report.
+func tinyConfig(runs int) Config {
+	cfg := DefaultConfig()
+	cfg.Runs = runs
+	cfg.TrialTime = time.Millisecond
+	cfg.MinOps, cfg.MaxOps = 16, 32
+	cfg.Log = io.Discard
+	return cfg
+}
+
 // TestRunSmall runs the whole report with tiny counts: every workload, every
 // contender, on SQLite at both synchronous settings and (when
 // JOBS_TEST_POSTGRES_DSN is set) PostgreSQL, and checks the files it writes.
 func TestRunSmall(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Runs = 2
-	cfg.TrialTime = time.Millisecond
-	cfg.MinOps, cfg.MaxOps = 16, 32
-	cfg.Log = io.Discard
+	cfg := tinyConfig(2)
 	cfg.PostgresDSN = os.Getenv("JOBS_TEST_POSTGRES_DSN")
 	cfg.Workloads = nil
 	for _, w := range perf.Suite() {
@@ -99,11 +106,7 @@ func TestRunSmall(t *testing.T) {
 // (a statement that cannot run there fails the run) and that the report
 // says, before anything else, that its figures are not the library's.
 func TestAblation(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Runs = 1
-	cfg.TrialTime = time.Millisecond
-	cfg.MinOps, cfg.MaxOps = 16, 32
-	cfg.Log = io.Discard
+	cfg := tinyConfig(1)
 	cfg.Synchronous = []string{"NORMAL"}
 	cfg.River, cfg.TxBaseline = false, false
 	cfg.Workloads = nil
