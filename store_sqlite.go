@@ -35,6 +35,8 @@ import (
 type SQLiteStore struct {
 	sqlHandles
 	queue       *writeQueue         // OpenSQLite's files: writers wait here for their turn
+	line        txLine              // inTx's transactions waiting in queue, committed together
+	onBatch     func(n int)         // tests: called with the size of every batch of line before it runs
 	onWriteWait func(time.Duration) // see ObserveWriteWait
 	// shortBusy: the writer connection waits for SQLite's lock no longer
 	// than sqliteWriterBusyTimeout (OpenSQLite, unless the DSN sets a busy
@@ -967,12 +969,257 @@ func (s *SQLiteStore) writeOne(ctx context.Context, op string, fn func() error) 
 // statements, BEGIN and COMMIT included, run on the driver's connection
 // itself where it is go-sqlite3's (sqliteStatements); fn must not use the
 // store's handles meanwhile, as the connection is held.
+//
+// On a store with a write queue (OpenSQLite's), the transactions of inTx
+// that wait for their turn together are committed together (txLine): fn
+// may run in another caller's goroutine, and must only write to what its
+// caller reads after inTx returns.
 func (s *SQLiteStore) inTx(ctx context.Context, op string, fn func(ctx context.Context, st sqliteConnStatements) error) error {
-	return s.withWriter(ctx, op, func(conn *sql.Conn, locked func()) error {
+	if s.queue == nil {
+		return s.withWriter(ctx, op, func(conn *sql.Conn, locked func()) error {
+			return sqliteStatements(conn, func(st sqliteConnStatements) error {
+				return s.transact(ctx, op, st, locked, func(held context.Context) error { return fn(held, st) })
+			})
+		})
+	}
+	t := &lineTx{ctx: ctx, op: op, fn: fn, locked: s.waitObserver(), done: make(chan struct{})}
+	s.line.join(t)
+	if err := s.queue.lock(ctx, t.done); err != nil {
+		if err != errTaken && s.line.leave(t) {
+			return s.interpret(op, err)
+		}
+		<-t.done
+		return t.err
+	}
+	defer s.queue.unlock()
+	if s.line.isTaken(t) { // by the batch that held the turn before
+		<-t.done
+		return t.err
+	}
+	err := retryBusy(ctx, func() error {
+		conn, err := s.db.Conn(ctx)
+		if err != nil {
+			return s.interpret(op, err)
+		}
+		defer conn.Close()
 		return sqliteStatements(conn, func(st sqliteConnStatements) error {
-			return s.transact(ctx, op, st, locked, func(held context.Context) error { return fn(held, st) })
+			if _, err := st.exec(ctx, "BEGIN IMMEDIATE"); err != nil {
+				return s.interpret(op, err)
+			}
+			limit := maxLineBatch
+			if _, known := st.autocommit(); !known {
+				limit = 1 // it could not tell a batch SQLite rolled back whole
+			}
+			s.commitBatch(st, s.line.take(t, limit))
+			return nil
 		})
 	})
+	if err != nil && s.line.leave(t) { // never began: the next writer in line leads
+		return err
+	}
+	<-t.done
+	return t.err
+}
+
+// maxLineBatch is the most transactions txLine commits together.
+const maxLineBatch = 64
+
+// txLine is the line of inTx's transactions waiting for their turn to
+// write. The one whose turn comes (the leader) begins a transaction, takes
+// every transaction in line, its own among them, runs each in a savepoint
+// of its own, and commits once (commitBatch).
+//
+// Under SQLite's write lock most of a small transaction's time is its
+// commit: every page it changed is appended to the write-ahead log whole
+// (a Complete changes four: the rows of the job and the attempt, and a
+// page of each of two partial indexes), the log's index in shared memory
+// is updated and, at synchronous=FULL, the log is synced. Transactions
+// committed together write a page they share once, and sync once.
+//
+// Each keeps its own outcome. One whose fn fails is rolled back to its
+// savepoint and the others go on; each sees the writes of those before it,
+// exactly as if they had run one after another. What differs is only that
+// they become durable together: none returns before the commit, and if
+// the commit fails, none of them wrote anything and each gets its error.
+// A caller whose ctx ends while it waits in line leaves it, having written
+// nothing; once taken, its transaction runs to its end, as once BEGIN
+// holds the lock. If SQLite rolls the whole transaction back on its own
+// (an I/O error, a full disk, no memory), every transaction of the batch
+// gets an error of that kind and none wrote anything.
+type txLine struct {
+	mu      sync.Mutex
+	waiting []*lineTx
+	batch   []*lineTx // the last batch taken, whose array take reuses
+}
+
+// lineTx is one inTx call in txLine.
+type lineTx struct {
+	ctx    context.Context
+	op     string
+	fn     func(ctx context.Context, st sqliteConnStatements) error
+	locked func()        // see waitObserver
+	done   chan struct{} // closed when err is its outcome, before the leader's turn ends
+	err    error
+	isIn   bool // in line (under txLine.mu)
+}
+
+func (l *txLine) join(t *lineTx) {
+	l.mu.Lock()
+	t.isIn = true
+	l.waiting = append(l.waiting, t)
+	l.mu.Unlock()
+}
+
+// leave takes t out of line and reports whether it was still there: false
+// means a leader took it, and its outcome will come on t.done.
+func (l *txLine) leave(t *lineTx) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !t.isIn {
+		return false
+	}
+	t.isIn = false
+	l.waiting = slices.DeleteFunc(l.waiting, func(w *lineTx) bool { return w == t })
+	return true
+}
+
+// isTaken reports whether a leader took t.
+func (l *txLine) isTaken(t *lineTx) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !t.isIn
+}
+
+// take takes leader and up to limit-1 others out of line, first come
+// first. The batch it returns is reused by the next leader's take.
+func (l *txLine) take(leader *lineTx, limit int) []*lineTx {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	clear(l.batch)
+	batch := append(l.batch[:0], leader)
+	l.waiting = slices.DeleteFunc(l.waiting, func(w *lineTx) bool {
+		if w == leader {
+			return true
+		}
+		if len(batch) == limit {
+			return false
+		}
+		batch = append(batch, w)
+		return true
+	})
+	for _, t := range batch {
+		t.isIn = false
+	}
+	l.batch = batch
+	return batch
+}
+
+// commitBatch runs the batch's transactions in the transaction st has
+// begun, each in a savepoint when there are several, commits, sets every
+// transaction's err and closes its done.
+func (s *SQLiteStore) commitBatch(st sqliteConnStatements, batch []*lineTx) {
+	defer func() {
+		for _, t := range batch {
+			close(t.done)
+		}
+	}()
+	if s.onBatch != nil {
+		s.onBatch(len(batch))
+	}
+	bg := context.Background() // the statements of a transaction begun run to their end
+	several := len(batch) > 1
+	for i, t := range batch {
+		if err := t.ctx.Err(); err != nil && i > 0 {
+			t.err = s.interpret(t.op, err) // ended while in line: nothing written
+			continue
+		}
+		t.locked()
+		held := t.ctx
+		if held.Done() != nil {
+			held = context.WithoutCancel(held)
+		}
+		if several {
+			if _, err := st.exec(bg, "SAVEPOINT jobs_tx"); err != nil {
+				s.abandonBatch(st, batch, s.interpret(t.op, err))
+				return
+			}
+		}
+		err := t.fn(held, st)
+		if err == nil && several {
+			_, err = st.exec(bg, "RELEASE jobs_tx")
+			if err != nil {
+				err = s.interpret(t.op, err)
+			}
+		}
+		if err == nil {
+			continue
+		}
+		t.err = err
+		if !several {
+			st.exec(bg, "ROLLBACK")
+			return
+		}
+		if on, _ := st.autocommit(); on {
+			// SQLite rolled the whole transaction back.
+			s.abandonBatch(st, batch, err)
+			return
+		}
+		if _, err := st.exec(bg, "ROLLBACK TO jobs_tx"); err != nil {
+			s.abandonBatch(st, batch, s.interpret(t.op, err))
+			return
+		}
+		if _, err := st.exec(bg, "RELEASE jobs_tx"); err != nil {
+			s.abandonBatch(st, batch, s.interpret(t.op, err))
+			return
+		}
+	}
+	err := s.commit(st, batch)
+	if err == nil {
+		return
+	}
+	st.exec(bg, "ROLLBACK")
+	for _, t := range batch {
+		if t.err == nil {
+			t.err = s.interpret(t.op, err)
+		}
+	}
+}
+
+// commit commits st's transaction. A COMMIT that finds SQLite busy (in a
+// journal mode other than WAL, while a reader holds the database) leaves
+// the transaction open, and is retried as long as a caller of the batch
+// still waits for it.
+func (s *SQLiteStore) commit(st sqliteConnStatements, batch []*lineTx) error {
+	for {
+		_, err := st.exec(context.Background(), "COMMIT")
+		if !sqliteBusy(err) {
+			return err
+		}
+		if on, known := st.autocommit(); on || !known {
+			return err
+		}
+		live := func(t *lineTx) bool { return t.ctx.Err() == nil }
+		if !slices.ContainsFunc(batch, live) || !pause(context.Background()) {
+			return err
+		}
+	}
+}
+
+// abandonBatch ends a batch whose transaction cannot go on, because cause:
+// it is rolled back, and every transaction of the batch without an error
+// of its own gets one of cause's kind.
+func (s *SQLiteStore) abandonBatch(st sqliteConnStatements, batch []*lineTx, cause error) {
+	st.exec(context.Background(), "ROLLBACK")
+	kind := StorageOther
+	var se *StorageError
+	if errors.As(cause, &se) {
+		kind = se.Kind
+	}
+	for _, t := range batch {
+		if t.err == nil {
+			t.err = &StorageError{Op: t.op, Kind: kind, Message: "rolled back with the writes committed with it: " + cause.Error()}
+		}
+	}
 }
 
 // inConnTx is inTx for a transaction whose statements run through
@@ -1020,38 +1267,55 @@ func (s *SQLiteStore) transact(ctx context.Context, op string, st sqliteConnStat
 
 // write runs fn in the caller's turn in the write queue. fn calls locked as
 // soon as it holds SQLite's write lock, so that the wait can be observed
-// (ObserveWriteWait). The turn is kept across retries: a writer that finds
-// SQLite busy keeps its place. Retries pause 1 to 3 ms: a writer that waits
-// is already in line, and a longer sleep would only miss the moment the
-// lock comes free.
+// (ObserveWriteWait). The turn is kept across retries (retryBusy).
 func (s *SQLiteStore) write(ctx context.Context, op string, fn func(locked func()) error) error {
-	locked := func() {}
-	if s.onWriteWait != nil {
-		start := time.Now()
-		observed := false
-		locked = func() {
-			if !observed {
-				observed = true
-				s.onWriteWait(time.Since(start))
-			}
-		}
-	}
-	if err := s.queue.lock(ctx); err != nil {
+	locked := s.waitObserver()
+	if err := s.queue.lock(ctx, nil); err != nil {
 		return s.interpret(op, err)
 	}
 	defer s.queue.unlock()
+	return retryBusy(ctx, func() error { return fn(locked) })
+}
+
+// waitObserver returns the function a write calls once it holds SQLite's
+// write lock, which reports the time since waitObserver was called to
+// ObserveWriteWait's function, once.
+func (s *SQLiteStore) waitObserver() func() {
+	if s.onWriteWait == nil {
+		return func() {}
+	}
+	start := time.Now()
+	observed := false
+	return func() {
+		if !observed {
+			observed = true
+			s.onWriteWait(time.Since(start))
+		}
+	}
+}
+
+// retryBusy runs fn until it does not find SQLite busy, or ctx ends. A
+// writer that finds SQLite busy keeps its turn in the queue. Retries pause
+// 1 to 3 ms: a writer that waits is already in line, and a longer sleep
+// would only miss the moment the lock comes free.
+func retryBusy(ctx context.Context, fn func() error) error {
 	for {
-		err := fn(locked)
-		if !sqliteBusy(err) {
+		err := fn()
+		if !sqliteBusy(err) || !pause(ctx) {
 			return err
 		}
-		t := time.NewTimer(time.Millisecond + rand.N(2*time.Millisecond))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
+	}
+}
+
+// pause sleeps 1 to 3 ms and reports whether ctx is still live after.
+func pause(ctx context.Context) bool {
+	t := time.NewTimer(time.Millisecond + rand.N(2*time.Millisecond))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return ctx.Err() == nil
 	}
 }
 
@@ -1110,10 +1374,15 @@ func (q *writeQueue) close() error {
 	return q.own.Close()
 }
 
-// lock waits until it is the caller's turn to write, or until ctx ends
-// (then it returns ctx's error). Every successful lock must be followed by
-// one unlock.
-func (q *writeQueue) lock(ctx context.Context) error {
+// errTaken is what lock returns when ran is closed first.
+var errTaken = errors.New("jobs: taken into a batch")
+
+// lock waits until it is the caller's turn to write, until ctx ends (then
+// it returns ctx's error), or until ran is closed (then it returns
+// errTaken: the caller's transaction ran in another writer's batch, see
+// txLine); ran may be nil. Every successful lock must be followed by one
+// unlock.
+func (q *writeQueue) lock(ctx context.Context, ran <-chan struct{}) error {
 	if q == nil {
 		return nil
 	}
@@ -1122,8 +1391,16 @@ func (q *writeQueue) lock(ctx context.Context) error {
 	default:
 		select {
 		case q.turn <- struct{}{}:
+		case <-ran:
+			return errTaken
 		case <-ctx.Done():
 			return ctx.Err()
+		}
+		select {
+		case <-ran: // that too, while the turn came free
+			<-q.turn
+			return errTaken
+		default:
 		}
 	}
 	if q.lockPath == "" {
@@ -1315,6 +1592,9 @@ type sqliteConnStatements interface {
 	// writeRow is queryRow for a write that returns its row, run to its
 	// end (see returning).
 	writeRow(ctx context.Context, query string, args ...any) scanner
+	// autocommit reports whether the connection is outside a transaction,
+	// if it can tell (known).
+	autocommit() (on, known bool)
 }
 
 // connStatements runs statements through database/sql.
@@ -1335,6 +1615,8 @@ func (s connStatements) writeRow(ctx context.Context, query string, args ...any)
 	}
 	return finishedRow{rows}
 }
+
+func (connStatements) autocommit() (on, known bool) { return false, false }
 
 // finishedRow is the first row of rows, which its Scan reads to their end.
 type finishedRow struct{ rows *sql.Rows }

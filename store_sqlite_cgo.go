@@ -121,6 +121,8 @@ func (m *mattnStatements) exec(ctx context.Context, query string, args ...any) (
 	return res.RowsAffected()
 }
 
+func (m *mattnStatements) autocommit() (on, known bool) { return m.c.AutoCommit(), true }
+
 func (m *mattnStatements) queryRow(ctx context.Context, query string, args ...any) scanner {
 	return m.row(ctx, query, args, false)
 }
