@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -223,6 +224,11 @@ func (m *Manager) transition(ctx context.Context, attemptID string, from []Attem
 	}
 	if err := checkText("Reason", reason); err != nil {
 		return Attempt{}, err
+	}
+	if strings.HasPrefix(reason, reasonDroppedPrefix) {
+		// Reserved for the store's record of a dropped result, which keeps
+		// a job's key (Attempt.ResultDropped).
+		return Attempt{}, invalid("Reason", "%q is reserved for results dropped by Complete", reasonDroppedPrefix)
 	}
 	start := time.Now()
 	wctx, cancel := m.writeContext(ctx)

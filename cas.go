@@ -19,8 +19,11 @@ import (
 // result. A loser's result is dropped, not stored anywhere: its attempt
 // becomes lost, the race is logged at warning level, and Complete returns an
 // error matching ErrLostRace whose LostRaceError names the winner. A result
-// for a job that was cancelled meanwhile is dropped the same way, the attempt
-// becomes cancelled and the error matches ErrJobClosed.
+// for a job that was cancelled meanwhile is dropped the same way: the
+// attempt becomes cancelled with ReasonDroppedJobCancelled (so its
+// ResultDropped reports that the provider acted, and the job keeps its key
+// whatever the KeyReuse policy), the drop is logged at warning level and
+// emitted as EventResultDropped, and the error matches ErrJobClosed.
 //
 // Complete is safe to repeat: calling it again for the attempt that won
 // returns the job and writes nothing; calling it again for a loser returns
@@ -97,8 +100,14 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 			slog.String("provider", a.Provider))
 		m.emit(ctx, Event{Type: EventRaceLost, JobID: lost.JobID, AttemptID: attemptID, WinnerID: lost.WinnerID, Provider: a.Provider, Duration: time.Since(start)})
 	} else if errors.Is(err, ErrJobClosed) && a.State == AttemptCancelled {
-		// The job was closed meanwhile: the attempt was cancelled with it.
-		m.emit(ctx, Event{Type: EventAttemptCancelled, JobID: a.JobID, AttemptID: attemptID, Provider: a.Provider, Reason: a.Reason, Duration: time.Since(start)})
+		// The job was closed meanwhile: the provider acted anyway. The
+		// attempt records it (ResultDropped), and its job keeps its key.
+		m.logger.LogAttrs(ctx, slog.LevelWarn, "jobs: result dropped: the job was closed before it arrived",
+			slog.String("job_id", a.JobID),
+			slog.String("attempt_id", attemptID),
+			slog.String("job_state", string(j.State)),
+			slog.String("provider", a.Provider))
+		m.emit(ctx, Event{Type: EventResultDropped, JobID: a.JobID, AttemptID: attemptID, Provider: a.Provider, Reason: a.Reason, Duration: time.Since(start)})
 	}
 	return Job{}, err
 }
@@ -168,26 +177,53 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 // Complete of two attempts against Cancel and CancelJob on 24 jobs at once
 // (CancelRacesComplete): exactly one call decides each job.
 
-// The reasons recorded on an attempt whose result was dropped. Both
-// dialects record exactly these, PostgreSQL by passing the pieces to
-// pgCompleteAttempt.
+// The reasons recorded on an attempt whose result was dropped, the values
+// of DroppedReason. Every store records exactly these (PostgreSQL by
+// passing the pieces to its statements), and the key-reuse guard of
+// Store.ReplaceJob reads them back: see Attempt.ResultDropped.
 const (
+	reasonDroppedPrefix = "result dropped:" // no reason given by a caller starts so
+
 	reasonLostPrefix   = "result dropped: attempt " // + the winner's ID
 	reasonLostSuffix   = " completed the job first" //
 	reasonClosedPrefix = "result dropped: job "     // + the job's state
+
+	// ReasonDroppedJobCancelled is the reason recorded on an attempt whose
+	// result arrived after its job was cancelled: the provider acted, but
+	// the job takes no result any more. The attempt becomes cancelled.
+	ReasonDroppedJobCancelled = reasonClosedPrefix + string(JobCancelled)
+
+	// ReasonDroppedJobFailed is the same for a job that was given up with
+	// FailJob. FailJob is refused while an attempt is open, so no store
+	// should ever record it; it is named so that the guard covers it.
+	ReasonDroppedJobFailed = reasonClosedPrefix + string(JobFailed)
 )
 
-// loseReason is the reason recorded on an attempt whose result arrived
-// after its job was completed by another attempt (lost), or closed without
-// a winner (cancelled).
-func loseReason(state AttemptState, j Job) string {
-	switch state {
-	case AttemptLost:
+// DroppedReason returns the reason a store records on an attempt whose
+// result its job j did not take: "result dropped: attempt <winner>
+// completed the job first" when another attempt completed j (the attempt
+// becomes lost), or ReasonDroppedJobCancelled (or ReasonDroppedJobFailed)
+// when j was closed without a winner (it becomes cancelled).
+func DroppedReason(j Job) string {
+	if j.CompletedBy != "" {
 		return reasonLostPrefix + j.CompletedBy + reasonLostSuffix
-	case AttemptCancelled:
-		return reasonClosedPrefix + string(j.State)
 	}
-	return ""
+	return reasonClosedPrefix + string(j.State)
+}
+
+// ResultDropped reports whether the attempt finished with a result that its
+// job did not take: it lost the race to another attempt, or its result
+// arrived after the job was cancelled. Either way the provider acted on
+// the intent, so a job with such an attempt never gives up its key (see
+// KeyReuse).
+func (a Attempt) ResultDropped() bool {
+	switch a.State {
+	case AttemptLost:
+		return true
+	case AttemptCancelled:
+		return a.Reason == ReasonDroppedJobCancelled || a.Reason == ReasonDroppedJobFailed
+	}
+	return false
 }
 
 // pgCompleteAttempt is Complete in one statement, for connections on which

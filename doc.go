@@ -215,7 +215,8 @@
 //
 // Once the job is won or closed by CancelJob, the calls still in flight run
 // to their end and their outcomes are recorded (a late result is dropped,
-// its attempt lost or cancelled), unless Runner.AbandonLosers cancels them.
+// its attempt lost or cancelled), unless Runner.AbandonLosers cancels them
+// (recording them cancelled on a won job, unknown on a closed one).
 //
 // Reconciliation. A [Reconciler] asks providers about unknown and stale
 // attempts, by the reference recorded at running or else by the attempt's

@@ -24,6 +24,7 @@ const (
 	EventAttemptFailed     EventType = "attempt.failed"
 	EventAttemptCancelled  EventType = "attempt.cancelled"
 	EventRaceLost          EventType = "attempt.race_lost"
+	EventResultDropped     EventType = "attempt.result_dropped" // a result arrived after its job was closed: the provider acted, the job took nothing
 	EventContractViolation EventType = "attempt.contract_violation"
 	EventPurged            EventType = "jobs.purged" // Count jobs and Attempts attempts removed by one Purge
 )

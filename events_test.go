@@ -115,7 +115,7 @@ func TestObserverSeesScriptedScenario(t *testing.T) {
 			if _, err := m.Complete(ctx, a4.ID, json.RawMessage(`{}`)); !errors.Is(err, jobs.ErrJobClosed) {
 				t.Fatalf("complete after cancel: %v", err)
 			}
-			expect(jobs.EventAttemptCancelled, j3.ID, a4.ID, "")
+			expect(jobs.EventResultDropped, j3.ID, a4.ID, "")
 
 			// An attempt cancelled by an operator; its job stays open.
 			j4 := submitOK(t, m, chargeReq("u", "k4"))

@@ -92,8 +92,9 @@ type SubmitRequest struct {
 	// job failed or was cancelled (see KeyReuse): the same intent then
 	// creates a new job under the key, which GetByKey returns from then
 	// on; the old job is kept as it was, with ReplacedBy naming the new
-	// one. The zero value, KeyReuseNever, keeps a key bound to its job
-	// until it is purged. A different intent is a key conflict whatever
+	// one. A key whose job still has an attempt starting, running or
+	// unknown is not taken (see KeyReuse). The zero value, KeyReuseNever,
+	// keeps a key bound to its job until it is purged. A different intent is a key conflict whatever
 	// the policy. SubmitTx and SubmitPgxTx accept only KeyReuseNever.
 	Reuse KeyReuse
 }
@@ -108,11 +109,16 @@ type SubmitRequest struct {
 // policy says) is taken back and bound to a new job for the same intent,
 // in one atomic step of the store: created is true, and the new job's ID
 // is new. Concurrent calls still return one job: exactly one of them
-// creates it. A job that is pending, running or succeeded keeps its key.
+// creates it. A job that is pending, running or succeeded keeps its key,
+// and so does a job whose attempt's result arrived after it was cancelled.
+// While an attempt of the old job is starting, running or unknown, the key
+// is not taken and Submit returns an *AttemptInFlightError naming the job
+// and that attempt (matching ErrAttemptInFlight); nothing is written.
 //
 // Errors: ErrInvalidInput (nothing written), ErrKeyConflict when the key is
 // bound to a different kind, provider or params (the existing job is named
-// in the KeyConflictError and unchanged), ErrStorage.
+// in the KeyConflictError and unchanged), ErrAttemptInFlight (only with
+// req.Reuse), ErrStorage.
 func (m *Manager) Submit(ctx context.Context, req SubmitRequest) (Job, bool, error) {
 	return m.submit(ctx, req, m.store.CreateJob)
 }

@@ -11,6 +11,17 @@ import (
 // bound to it, once that job has ended without a result, and bind it to a
 // new job for the same intent. The zero value, KeyReuseNever, keeps the key
 // bound to its job until the job is purged.
+//
+// Whatever the policy, a key is never taken from a job while one of its
+// attempts is starting, running or unknown: the provider may still act on
+// that attempt, and a new job would carry the intent out twice. Submit then
+// returns an *AttemptInFlightError naming the attempt and writes nothing;
+// once the attempt is resolved as not having acted (failed, or cancelled),
+// the same Submit takes the key. Nor is a key taken from a job one of whose
+// attempts delivered a result after the job was cancelled
+// (Attempt.ResultDropped): the provider did act, so Submit returns that job,
+// as for a job that succeeded. The store decides both in the same atomic
+// step that moves the key (Store.ReplaceJob).
 type KeyReuse uint8
 
 // Key reuse policies.
@@ -48,9 +59,9 @@ func (r KeyReuse) String() string {
 	return "KeyReuse(" + strconv.Itoa(int(r)) + ")"
 }
 
-// Frees reports whether r lets a new job take the key of a job in state s.
-// A job that succeeded, or is still pending or running, never gives up its
-// key.
+// Frees reports whether r lets a new job take the key of a job in state s,
+// if none of its attempts may still act or has acted. A job that
+// succeeded, or is still pending or running, never gives up its key.
 func (r KeyReuse) Frees(s JobState) bool {
 	switch s {
 	case JobFailed:

@@ -390,3 +390,76 @@ func TestReconcilerRunEveryTick(t *testing.T) {
 		}
 	})
 }
+
+// A job cancelled while its attempt was in doubt keeps its key until the
+// reconciler learns what the provider did. If the provider acted, its
+// late result is dropped, recorded on the attempt (ResultDropped), logged
+// at warning level and emitted as an event, and the job keeps its key for
+// good; if the provider never received the request, the key is free for a
+// new job of the same intent.
+func TestReconcilerAfterCancelJobRecordsWhatTheProviderDid(t *testing.T) {
+	tests := []struct {
+		name       string
+		outcome    jobs.Outcome
+		wantReason string
+		dropped    bool
+	}{
+		{"provider acted", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.ReasonDroppedJobCancelled, true},
+		{"never received", jobs.Outcome{State: jobs.OutcomeNotFound}, "provider never received the request and will not act on it", false},
+	}
+	forEachStore(t, func(t *testing.T, sc storeCase) {
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				f := newFixture(t, sc)
+				var logs syncBuffer
+				f.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				f.m = f.managerOn(f.store)
+				ctx := context.Background()
+				alpha, r := f.ackLostRunner()
+				r.Manager = f.m
+				j := f.submit(t, "k", "alpha")
+				a := f.runUntilUnknown(t, r, j.ID, 2)
+				if _, err := f.m.CancelJob(ctx, j.ID, "the user gave up"); err != nil {
+					t.Fatal(err)
+				}
+				reuse := jobs.SubmitRequest{Owner: j.Owner, Key: j.Key, Kind: j.Kind, Provider: j.Provider, Params: j.Params,
+					Reuse: jobs.KeyReuseAfterFailureOrCancel}
+				if _, _, err := f.m.Submit(ctx, reuse); !errors.Is(err, jobs.ErrAttemptInFlight) {
+					t.Fatalf("Submit with reuse while the attempt is unknown = %v; want ErrAttemptInFlight", err)
+				}
+
+				alpha.setOutcome(a.ProviderKey(), tt.outcome)
+				rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute, Logger: discard}
+				f.clock.Advance(24 * time.Hour)
+				if rep, err := rec.ReconcileOnce(ctx); err != nil || len(rep.Resolved) != 1 {
+					t.Fatalf("ReconcileOnce = %+v, %v; want the attempt resolved", rep, err)
+				}
+				got, err := f.m.Attempt(ctx, a.ID)
+				if err != nil || got.State != jobs.AttemptCancelled || got.Reason != tt.wantReason || got.ResultDropped() != tt.dropped {
+					t.Fatalf("attempt = %s %q (dropped %v), %v; want cancelled %q (dropped %v)",
+						got.State, got.Reason, got.ResultDropped(), err, tt.wantReason, tt.dropped)
+				}
+				warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "result dropped") &&
+					strings.Contains(logs.String(), "attempt_id="+a.ID)
+				if warned != tt.dropped || (f.ev.count(jobs.EventResultDropped) == 1) != tt.dropped {
+					t.Errorf("warning logged %v, %d %s events; want both only when the provider acted:\n%s",
+						warned, f.ev.count(jobs.EventResultDropped), jobs.EventResultDropped, logs.String())
+				}
+
+				n, created, err := f.m.Submit(ctx, reuse)
+				switch {
+				case err != nil:
+					t.Fatalf("Submit with reuse once resolved = %v", err)
+				case tt.dropped && (created || n.ID != j.ID):
+					t.Errorf("Submit with reuse after the provider acted = %s, created=%v; want the cancelled job %s", n.ID, created, j.ID)
+				case !tt.dropped && (!created || n.ID == j.ID):
+					t.Errorf("Submit with reuse after the provider never received it = %s, created=%v; want a new job", n.ID, created)
+				}
+				if calls := alpha.callCount(); calls != 1 {
+					t.Errorf("the provider was called %d times, want 1", calls)
+				}
+				f.checkInvariants(t)
+			})
+		}
+	})
+}

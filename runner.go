@@ -77,14 +77,18 @@ type Runner struct {
 
 	// AbandonLosers cancels the provider calls still in flight once the job
 	// is done, completed by an attempt or closed by someone else (CancelJob),
-	// records those attempts as cancelled ("abandoned: …"), and returns at
-	// once. By default the Runner waits for them (up to their deadline) and
-	// records what each produced: a late result is dropped by Complete and
-	// its attempt recorded as lost, or as cancelled ("result dropped: job
-	// cancelled") on a closed job; a call that runs out of time leaves its
-	// attempt unknown, for a Reconciler. Waiting records the truth;
-	// abandoning returns sooner, but records as cancelled attempts whose
-	// provider may have done the work.
+	// and returns once the calls have returned. It records those attempts
+	// as cancelled ("abandoned: …") when another attempt completed the job,
+	// and as unknown when the job was closed without a winner: the provider
+	// may still act on such a call, and the job must keep its key until a
+	// Reconciler learns what it did. By default the Runner waits for them
+	// (up to their deadline) and records what each produced: a late result
+	// is dropped by Complete and its attempt recorded as lost, or as
+	// cancelled (ReasonDroppedJobCancelled) on a closed job; a call that
+	// runs out of time leaves its attempt unknown, for a Reconciler.
+	// Waiting records the truth; abandoning returns sooner, but records as
+	// cancelled the losers of a completed job whose provider may have done
+	// the work too.
 	AbandonLosers bool
 
 	// Logger defaults to the Manager's.
@@ -442,11 +446,15 @@ func (ru *run) handle(wctx, ctx context.Context, msg runMsg) {
 func (ru *run) finish(wctx, ctx context.Context, f *flight, result json.RawMessage, callErr error) {
 	switch {
 	case f.abandoned:
-		// Cancelled by this run once the job had a winner or was closed:
-		// recorded already, and whatever the call produced is dropped.
+		// Given up by this run once the job had a winner or was closed,
+		// and recorded then. A result that comes all the same is the
+		// truth: offered, it is dropped and recorded on the attempt if it
+		// is still open (see cancelAttempt); otherwise it is only logged.
 		if callErr == nil {
-			ru.logger.InfoContext(ctx, "jobs: abandoned attempt returned a result; dropped", "job_id", ru.job.ID,
-				"attempt_id", f.a.ID, "provider", f.a.Provider)
+			if _, err := ru.m.Complete(wctx, f.a.ID, result); errors.Is(err, ErrInvalidTransition) || errors.Is(err, ErrInvalidInput) {
+				ru.logger.InfoContext(ctx, "jobs: abandoned attempt returned a result; dropped", "job_id", ru.job.ID,
+					"attempt_id", f.a.ID, "provider", f.a.Provider)
+			}
 		}
 	case callErr == nil:
 		// A result is the truth, whenever it comes: offer it even after
@@ -480,7 +488,7 @@ func (ru *run) offer(wctx, ctx context.Context, f *flight, result json.RawMessag
 	var cv *ContractViolationError
 	switch {
 	case err == nil:
-		ru.logger.InfoContext(ctx, "jobs: attempt won", "job_id", j.ID, "attempt_id", id, "provider", f.a.Provider)
+		ru.logger.DebugContext(ctx, "jobs: attempt won", "job_id", j.ID, "attempt_id", id, "provider", f.a.Provider)
 		ru.hasWinner(wctx, j)
 	case errors.Is(err, ErrLostRace):
 		// Another attempt completed the job first (Complete dropped this
@@ -657,14 +665,28 @@ func (ru *run) abandonLosers(wctx context.Context) {
 	}
 }
 
+// cancelAttempt stops waiting for f's call and records what that leaves.
+// Once another attempt completed the job, the attempt is cancelled: the
+// job has its result and keeps its key for good. On a job closed without
+// a winner, the provider may still act on the call, so the attempt is
+// recorded as unknown, never as cancelled: it keeps the job's key (see
+// KeyReuse) until a Reconciler learns what the provider did. If another
+// attempt is in doubt already, it stays as it is (starting or running),
+// open all the same, for the Reconciler to find stale.
 func (ru *run) cancelAttempt(wctx context.Context, f *flight) {
 	f.abandoned = true
 	f.cancel()
-	reason := "abandoned: the job is closed"
+	var err error
 	if ru.won {
-		reason = "abandoned: attempt " + ru.winner.CompletedBy + " completed the job"
+		_, err = ru.m.Cancel(wctx, f.a.ID, "abandoned: attempt "+ru.winner.CompletedBy+" completed the job")
+	} else {
+		_, err = ru.m.MarkUnknown(wctx, f.a.ID, reasonAbandonedClosed)
 	}
-	if _, err := ru.m.Cancel(wctx, f.a.ID, reason); err != nil && !errors.Is(err, ErrInvalidTransition) {
-		ru.logger.WarnContext(wctx, "jobs: could not cancel attempt", "attempt_id", f.a.ID, "error", err)
+	if err != nil && !errors.Is(err, ErrInvalidTransition) && !errors.Is(err, ErrAttemptInFlight) {
+		ru.logger.WarnContext(wctx, "jobs: could not record an abandoned attempt", "attempt_id", f.a.ID, "error", err)
 	}
 }
+
+// reasonAbandonedClosed is the reason recorded on an attempt whose call a
+// Runner with AbandonLosers stopped waiting for once the job was closed.
+const reasonAbandonedClosed = "abandoned: the job is closed; the provider may still act"

@@ -399,19 +399,21 @@ func TestRunnerFailsOverOnlyPastAFailureItRecorded(t *testing.T) {
 // are cancelled at once.
 func TestRunnerOnAJobClosedMeanwhile(t *testing.T) {
 	tests := []struct {
+		name        string
 		abandon     bool
+		alphaResult bool // alpha's call returns its result even when cancelled
+		wantA       string
 		wantReasonA string
 	}{
-		{false, "result dropped: job cancelled"},
-		{true, "abandoned: the job is closed"},
+		{"waits for the calls in flight", false, true, "alpha=cancelled", jobs.ReasonDroppedJobCancelled},
+		// The provider may still act on a call the runner stopped waiting
+		// for: the attempt is in doubt, and keeps the job's key.
+		{"AbandonLosers cancels them", true, false, "alpha=unknown", "abandoned: the job is closed; the provider may still act"},
+		{"AbandonLosers, the provider answers anyway", true, true, "alpha=cancelled", jobs.ReasonDroppedJobCancelled},
 	}
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		for _, tt := range tests {
-			name := "waits for the calls in flight"
-			if tt.abandon {
-				name = "AbandonLosers cancels them"
-			}
-			t.Run(name, func(t *testing.T) {
+			t.Run(tt.name, func(t *testing.T) {
 				f := newFixture(t, sc)
 				f.verify(t, "beta", goodB)
 				h := f.withHooks()
@@ -430,20 +432,26 @@ func TestRunnerOnAJobClosedMeanwhile(t *testing.T) {
 				if _, err := f.m.CancelJob(context.Background(), j.ID, "the user gave up"); err != nil {
 					t.Fatal(err)
 				}
-				var alphaCancelled atomic.Bool
-				h.add(jobs.EventAttemptCancelled, func(e jobs.Event) {
+				var alphaRecorded atomic.Bool
+				wantEvent := jobs.EventResultDropped
+				if !tt.alphaResult {
+					wantEvent = jobs.EventAttemptUnknown
+				}
+				h.add(wantEvent, func(e jobs.Event) {
 					if e.AttemptID == a.attempt.ID {
-						alphaCancelled.Store(true)
+						alphaRecorded.Store(true)
 					}
 				})
 				b.answer(goodB, nil) // dropped: the job is cancelled
 
 				if tt.abandon {
 					<-a.ctx.Done() // abandoned
-					a.answer("", a.ctx.Err())
-				} else {
-					// alpha is still working, and its result is its truth.
+				}
+				if tt.alphaResult {
+					// alpha worked all the same, and its result is its truth.
 					a.answer(goodA, nil)
+				} else {
+					a.answer("", a.ctx.Err())
 				}
 				if _, err := wait(t); !errors.Is(err, jobs.ErrJobClosed) {
 					t.Fatalf("Run = %v, want ErrJobClosed", err)
@@ -452,14 +460,21 @@ func TestRunnerOnAJobClosedMeanwhile(t *testing.T) {
 					t.Errorf("alpha's call was cancelled (%v) although AbandonLosers is off", a.endErr)
 				}
 				as := f.attempts(t, j.ID)
-				if !slices.Equal(states(as), []string{"alpha=cancelled", "beta=cancelled"}) {
-					t.Fatalf("attempts %v", states(as))
+				if !slices.Equal(states(as), []string{tt.wantA, "beta=cancelled"}) {
+					t.Fatalf("attempts %v, want [%s beta=cancelled]", states(as), tt.wantA)
 				}
-				if as[0].Reason != tt.wantReasonA || as[1].Reason != "result dropped: job cancelled" {
-					t.Errorf("reasons %q, %q; want %q, %q", as[0].Reason, as[1].Reason, tt.wantReasonA, "result dropped: job cancelled")
+				if as[0].Reason != tt.wantReasonA || as[1].Reason != jobs.ReasonDroppedJobCancelled {
+					t.Errorf("reasons %q, %q; want %q, %q", as[0].Reason, as[1].Reason, tt.wantReasonA, jobs.ReasonDroppedJobCancelled)
 				}
-				if !alphaCancelled.Load() {
-					t.Errorf("no %s event for alpha's attempt", jobs.EventAttemptCancelled)
+				if !alphaRecorded.Load() {
+					t.Errorf("no %s event for alpha's attempt", wantEvent)
+				}
+				// Whatever alpha's provider did or may still do, the job
+				// keeps its key: a second job could act on the intent twice.
+				_, _, err := f.m.Submit(context.Background(), jobs.SubmitRequest{Owner: j.Owner, Key: j.Key, Kind: j.Kind,
+					Provider: j.Provider, Params: j.Params, Reuse: jobs.KeyReuseAfterFailureOrCancel})
+				if wantErr := !tt.alphaResult; errors.Is(err, jobs.ErrAttemptInFlight) != wantErr || (err != nil && !wantErr) {
+					t.Errorf("Submit with key reuse = %v; want ErrAttemptInFlight %v", err, wantErr)
 				}
 				if got, _ := f.m.Get(context.Background(), j.ID); got.State != jobs.JobCancelled || got.Result != nil {
 					t.Errorf("job %s with %s, want cancelled without a result", got.State, got.Result)

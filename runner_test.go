@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -351,4 +352,32 @@ func TestRunnerTimeoutWhileHedgeStarting(t *testing.T) {
 		}
 		f.checkInvariants(t)
 	})
+}
+
+// A won attempt is routine: the Runner logs it at debug level, so that a
+// service logging at info does not print a line for every job.
+func TestRunnerLogsRoutineSuccessAtDebug(t *testing.T) {
+	for _, tc := range []struct {
+		level slog.Level
+		want  bool
+	}{{slog.LevelInfo, false}, {slog.LevelDebug, true}} {
+		t.Run(tc.level.String(), func(t *testing.T) {
+			t.Parallel()
+			f := newFixture(t, storeCases()[0])
+			alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Second, result: json.RawMessage(goodA)}
+			var logs syncBuffer
+			r := f.newRunner(alpha, nil)
+			r.Fallbacks = nil
+			r.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: tc.level}))
+			j := f.submit(t, "k", "alpha")
+			wait := runAsync(context.Background(), r, j.ID)
+			f.clock.Step(t, 2, time.Second) // the provider's delay and the attempt's deadline
+			if got, err := wait(t); err != nil || got.State != jobs.JobSucceeded {
+				t.Fatalf("Run = %s, %v", got.State, err)
+			}
+			if got := strings.Contains(logs.String(), "attempt won"); got != tc.want {
+				t.Errorf("at level %s the log has the won attempt: %v, want %v\n%s", tc.level, got, tc.want, logs.String())
+			}
+		})
+	}
 }

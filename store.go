@@ -56,22 +56,31 @@ type Store interface {
 
 	// ReplaceJob is CreateJob for a key that may be bound to a job that
 	// ended without a result, which r.New is to replace. In one atomic
-	// step: if the job r.OldID still holds r.New's Owner and Key and is in
-	// one of the states r.From, its key is retired: the job then holds
+	// step: if the job r.OldID still holds r.New's Owner and Key, is in one
+	// of the states r.From, and none of its attempts may still act or has
+	// acted (none is starting, running or unknown, and none has
+	// ResultDropped), its key is retired: the job then holds
 	// RetiredKey(r.New.Key, r.New.ID) instead, so that reading it returns
-	// Key r.New.Key and ReplacedBy r.New.ID, and JobByKey with that
-	// retired key finds it; nothing else of it changes (not its state,
-	// version, attempts, outcome or update time). r.New is then created as
-	// by CreateJob, and returned with created == true. Either both happen
-	// or neither does.
+	// Key r.New.Key and ReplacedBy r.New.ID, and JobByKey with that retired
+	// key finds it; nothing else of it changes (not its state, version,
+	// attempts, outcome or update time). r.New is then created as by
+	// CreateJob, and returned with created == true. Either both happen or
+	// neither does. The attempts are read in the same atomic step as the
+	// key is retired, never by a read before it: an attempt in doubt may
+	// still make the provider act, and a second job under the key would
+	// then run the intent twice.
 	//
-	// Otherwise (the job is gone, holds the key no longer, or is in
-	// another state) nothing is retired, and ReplaceJob is CreateJob(r.New):
-	// it returns the job that holds the key now, or creates r.New if none
-	// does. So a job that is not in one of r.From, pending or running
-	// say, is returned as it is, with created == false. Of concurrent calls
-	// for one old job, at most one retires its key, and all return the
-	// job that then holds it. A call retires at most one job.
+	// If nothing is retired because an attempt of that job is starting,
+	// running or unknown, ReplaceJob writes nothing and returns an
+	// *AttemptInFlightError naming the job r.OldID and the attempt.
+	// Otherwise (the job is gone, holds the key no longer, is in another
+	// state, or has an attempt whose result was dropped) nothing is
+	// retired, and ReplaceJob is CreateJob(r.New): it returns the job that
+	// holds the key now, or creates r.New if none does. So a job that is
+	// not in one of r.From, pending or running say, is returned as it is,
+	// with created == false. Of concurrent calls for one old job, at most
+	// one retires its key, and all return the job that then holds it. A
+	// call retires at most one job.
 	//
 	// It refuses with the *InputError of r.Check, writing nothing, an r
 	// without OldID or New.ID, or whose From is empty or names a state
@@ -141,7 +150,8 @@ type Store interface {
 	// unknown and its job is running, uncompleted and at the attempt's
 	// BaseVersion, the job becomes succeeded with the result, CompletedBy
 	// the attempt and Version+1, and the attempt succeeded. Otherwise, for
-	// an open attempt, the result is stored nowhere and:
+	// an open attempt, the result is stored nowhere, the attempt's Reason
+	// becomes DroppedReason(job), and:
 	//   - if another attempt completed the job, this one becomes lost and
 	//     the error is a *LostRaceError naming the winner;
 	//   - if the job was closed without a winner, this one becomes

@@ -1317,20 +1317,41 @@ func connConfig(ctx context.Context, db *sql.DB) (*pgx.ConnConfig, error) {
 
 const (
 	// pgReplaceJob retires the old job's key and inserts the new job, in
-	// one statement: both or neither. The UPDATE locks the old row; a
-	// concurrent replacement waits for it, then finds the key moved and
-	// retires nothing. The INSERT's unique check does not see the old
-	// row's key, which this statement itself has moved; a concurrent
-	// Submit of the key waits for this statement's transaction and then
-	// finds the new job. No row comes back if nothing was retired.
-	pgReplaceJob = `WITH retired AS (
+	// one statement: both or neither. The key is retired only if no
+	// attempt of the old job may still act (blocker: starting, running or
+	// unknown) or has acted with its result dropped. A terminal job gets no
+	// new attempt and its attempts only move on to terminal states, so the
+	// statement's snapshot, taken after the caller found the job terminal,
+	// holds every attempt that could block it. The UPDATE locks the old
+	// row; a concurrent replacement waits for it, then finds the key moved
+	// and retires nothing. The INSERT's unique check does not see the old
+	// row's key, which this statement itself has moved; a concurrent Submit
+	// of the key waits for this statement's transaction and then finds the
+	// new job. It returns the new job with two empty columns, or the old
+	// job with the attempt that blocked it (when the job still held the
+	// key in one of the states), or no row if nothing was retired for
+	// another reason.
+	pgReplaceJob = `WITH blocker AS (
+    SELECT id, state FROM job_attempts
+     WHERE job_id = $10 AND state IN ('starting', 'unknown', 'running')
+     ORDER BY CASE state WHEN 'running' THEN 1 ELSE 0 END, seq LIMIT 1
+), retired AS (
     UPDATE jobs SET idempotency_key = $9
      WHERE id = $10 AND owner = $2 AND idempotency_key = $3 AND state IN ($11, $12, $13)
+       AND NOT EXISTS (SELECT 1 FROM blocker)
+       AND NOT EXISTS (SELECT 1 FROM job_attempts a
+                        WHERE a.job_id = $10 AND a.state = 'cancelled'
+                          AND a.reason IN ('` + ReasonDroppedJobCancelled + `', '` + ReasonDroppedJobFailed + `'))
     RETURNING id
+), created AS (
+    INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
+    SELECT $1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8 WHERE EXISTS (SELECT 1 FROM retired)
+    RETURNING ` + jobCols + `
 )
-INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
-SELECT $1, $2, $3, $4, $5, $6, $7, 'pending', 1, $8, $8 WHERE EXISTS (SELECT 1 FROM retired)
-RETURNING ` + jobCols
+SELECT *, '', '' FROM created
+UNION ALL
+SELECT ` + pgJobColsOfJobs + `, blocker.id, blocker.state FROM jobs, blocker
+ WHERE jobs.id = $10 AND jobs.owner = $2 AND jobs.idempotency_key = $3 AND jobs.state IN ($11, $12, $13)`
 )
 
 // ReplaceJob implements Store.
@@ -1340,10 +1361,15 @@ func (s *PostgresStore) ReplaceJob(ctx context.Context, r JobReplacement) (Job, 
 	}
 	j := r.New
 	a, b, c := jobStates(r.From)
-	got, err := scanJob(s.db.QueryRowContext(ctx, pgReplaceJob,
+	var blocker AttemptInFlightError
+	got, err := scanJobAnd(s.db.QueryRowContext(ctx, pgReplaceJob,
 		j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt,
-		RetiredKey(j.Key, j.ID), r.OldID, a, b, c))
-	if !errors.Is(err, sql.ErrNoRows) {
+		RetiredKey(j.Key, j.ID), r.OldID, a, b, c), &blocker.AttemptID, &blocker.State)
+	switch {
+	case err == nil && blocker.AttemptID != "":
+		blocker.JobID = r.OldID
+		return Job{}, false, &blocker
+	case !errors.Is(err, sql.ErrNoRows):
 		return got, err == nil, s.interpret("replace job", err)
 	}
 	// Nothing retired: the key is another job's now, or free.

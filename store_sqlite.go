@@ -746,7 +746,7 @@ func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, A
 		if j.CompletedBy != "" {
 			state = AttemptLost // another attempt completed the job first
 		}
-		a, err = scanAttempt(st.writeRow(ctx, sqliteLoseAttempt, attemptID, string(state), loseReason(state, j), micros, c.ClaimToken))
+		a, err = scanAttempt(st.writeRow(ctx, sqliteLoseAttempt, attemptID, string(state), DroppedReason(j), micros, c.ClaimToken))
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return s.interpret("complete attempt", err)
 		}
@@ -1547,11 +1547,25 @@ func (s *SQLiteStore) interpret(op string, err error) error {
 // replacement, which scanJob reads back into Job.Key and Job.ReplacedBy.
 
 const (
-	// sqliteRetireKey is the first statement of SQLiteStore.ReplaceJob's
-	// transaction; the second is sqliteCreateJob. The write lock, taken
-	// at BEGIN, makes the pair atomic against every other writer.
+	// sqliteReplaceBlocker is SQLiteStore.ReplaceJob's first statement:
+	// the attempt that keeps the old job's key, if the job still holds the
+	// key in one of the states that would free it and an attempt of it may
+	// still act.
+	sqliteReplaceBlocker = `SELECT a.id, a.state FROM job_attempts a JOIN jobs j ON j.id = a.job_id
+    WHERE j.id = ?1 AND j.owner = ?2 AND j.idempotency_key = ?3 AND j.state IN (?4, ?5, ?6)
+      AND (a.state = 'starting' OR a.state = 'unknown' OR a.state = 'running')
+    ORDER BY CASE a.state WHEN 'running' THEN 1 ELSE 0 END, a.seq LIMIT 1`
+
+	// sqliteRetireKey is SQLiteStore.ReplaceJob's second statement, after
+	// sqliteReplaceBlocker found no attempt of the old job open; the third is
+	// sqliteCreateJob. The write lock, taken at BEGIN, makes them atomic
+	// against every other writer. An attempt whose result was dropped
+	// keeps the key with its job, as in pgReplaceJob.
 	sqliteRetireKey = `UPDATE jobs SET idempotency_key = ?4
-    WHERE id = ?1 AND owner = ?2 AND idempotency_key = ?3 AND state IN (?5, ?6, ?7)`
+    WHERE id = ?1 AND owner = ?2 AND idempotency_key = ?3 AND state IN (?5, ?6, ?7)
+      AND NOT EXISTS (SELECT 1 FROM job_attempts a
+                       WHERE a.job_id = ?1 AND a.state = 'cancelled'
+                         AND a.reason IN ('` + ReasonDroppedJobCancelled + `', '` + ReasonDroppedJobFailed + `'))`
 )
 
 // ReplaceJob implements Store.
@@ -1564,6 +1578,15 @@ func (s *SQLiteStore) ReplaceJob(ctx context.Context, r JobReplacement) (Job, bo
 	var got Job
 	var created bool
 	err := s.inConnTx(ctx, "replace job", func(ctx context.Context, conn *sql.Conn) error {
+		blocker, err := queryOne(ctx, conn, s, "replace job", nil, func(sc scanner) (*AttemptInFlightError, error) {
+			return scanBlocker(sc, r.OldID)
+		}, sqliteReplaceBlocker, r.OldID, j.Owner, j.Key, a, b, c)
+		if err != nil {
+			return err
+		}
+		if blocker != nil {
+			return blocker // an attempt of the old job may still act: its key stays
+		}
 		n, err := rowsAffected(ctx, conn, sqliteRetireKey, r.OldID, j.Owner, j.Key, RetiredKey(j.Key, j.ID), a, b, c)
 		if err != nil {
 			return s.interpret("replace job", err)

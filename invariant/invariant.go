@@ -92,6 +92,9 @@ func Check(ctx context.Context, s jobs.Store) ([]Violation, error) {
 //   - a retired key on a job that is not failed or cancelled, or whose
 //     replacing job, if still stored, has another owner, key or
 //     fingerprint, or was created before it;
+//   - a retired key on a job with an attempt that may still act (starting,
+//     running or unknown) or did act (its result dropped): the intent
+//     could run twice;
 //   - a job whose completed_by is not one of its own succeeded attempts, or a
 //     succeeded job without a winner and a result, or a result on a job that
 //     did not succeed (a late result stored);
@@ -180,6 +183,15 @@ func (snap *Snapshot) Check() []Violation {
 			}
 			if j.State == jobs.JobFailed && a.State.Open() {
 				add("failed-job-idle", j.ID, "job failed while attempt %s is %s", a.ID, a.State)
+			}
+			if j.ReplacedBy != "" && (a.State.Open() || a.ResultDropped()) {
+				// Attempts of a retired job never open again, so this
+				// holds from the moment the key moved on.
+				how := string(a.State)
+				if a.ResultDropped() {
+					how += " with its result dropped"
+				}
+				add("key-freed-while-acting", j.ID, "key taken over by job %s while attempt %s is %s", j.ReplacedBy, a.ID, how)
 			}
 		}
 		if len(succeeded) > 1 {

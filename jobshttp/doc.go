@@ -17,6 +17,7 @@
 //	POST, same key and request again
 //	      after the job failed, with
 //	      Options.KeyReuse                 201 Created, a new job's Location and Receipt
+//	      ... while its attempt may act    409 idempotency-key-in-use, Retry-After: 30
 //	POST, no Idempotency-Key           400
 //	POST, key empty, > 255 bytes,
 //	      not printable ASCII          400

@@ -32,6 +32,11 @@ const (
 	HeaderKeyRetention = "Idempotency-Key-Retention"
 )
 
+// keyInUseRetryAfter is the Retry-After of an idempotency-key-in-use
+// answer, in seconds: an attempt in doubt is resolved by its runner, a
+// reconciler or an operator, which takes minutes rather than seconds.
+const keyInUseRetryAfter = "30"
+
 // Defaults of Options.
 const (
 	DefaultPath         = "/jobs"
@@ -86,8 +91,12 @@ type Options struct {
 	// (jobs.KeyReuseAfterFailureOrCancel): the same request then creates a
 	// new job under the key, answered 201 without Idempotent-Replayed and
 	// with the new job's Location, and later replays lead to the new job.
-	// The old job stays readable at its own location. A request with other
-	// params is still a key conflict. The zero value, jobs.KeyReuseNever,
+	// The old job stays readable at its own location. While an attempt of
+	// the old job is starting, running or unknown (the provider may still
+	// act on it), the request is answered 409 idempotency-key-in-use with
+	// Retry-After, and nothing is written; an old job whose attempt's
+	// result arrived after it was cancelled keeps its key (the request is
+	// a replay). A request with other params is still a key conflict. The zero value, jobs.KeyReuseNever,
 	// keeps a key bound to its job until the job is purged. New panics on
 	// a value that is not a policy.
 	KeyReuse jobs.KeyReuse
@@ -444,6 +453,7 @@ func isJSON(ct string) bool {
 
 func (h *Handler) submitError(w http.ResponseWriter, r *http.Request, err error) {
 	var conflict *jobs.KeyConflictError
+	var inFlight *jobs.AttemptInFlightError
 	var input *jobs.InputError
 	switch {
 	case errors.As(err, &conflict):
@@ -452,6 +462,16 @@ func (h *Handler) submitError(w http.ResponseWriter, r *http.Request, err error)
 		p := h.newProblem(ProblemKeyConflict, "This Idempotency-Key was first used with another kind, provider or params. "+
 			"Repeat that request to get its job, or use a new key for a new request.")
 		p.Status, p.Job = h.opts.ConflictStatus, h.location(conflict.JobID)
+		h.writeProblem(w, p)
+	case errors.As(err, &inFlight):
+		// Options.KeyReuse would free the key, but an attempt of its job may
+		// still make the provider act: a new job now could run the intent
+		// twice. The key is free once that attempt's outcome is known.
+		p := h.newProblem(ProblemKeyInUse, "The job of this Idempotency-Key ended, but its attempt "+inFlight.AttemptID+
+			" is "+string(inFlight.State)+": the provider may still act on it. Repeat the request later with the same key; "+
+			"it creates a new job once that attempt's outcome is known not to have acted.")
+		p.Job = h.location(inFlight.JobID)
+		w.Header().Set("Retry-After", keyInUseRetryAfter)
 		h.writeProblem(w, p)
 	case errors.As(err, &input) && input.Field == "Owner": // ownerFault let through what the Manager refuses
 		h.invalidOwner(w, r, input.Problem)

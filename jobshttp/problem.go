@@ -15,8 +15,8 @@ type Problem struct {
 	Detail string `json:"detail,omitempty"` // this occurrence, for people
 
 	// Job is the location of the job an idempotency key is bound to, on a
-	// key conflict. Keys belong to one owner, so it is always the caller's
-	// own job.
+	// key conflict or a key still in use. Keys belong to one owner, so it
+	// is always the caller's own job.
 	Job string `json:"job,omitempty"`
 }
 
@@ -29,6 +29,7 @@ const (
 	ProblemKeyMissing           = "idempotency-key-missing"  // 400
 	ProblemKeyInvalid           = "idempotency-key-invalid"  // 400
 	ProblemKeyConflict          = "idempotency-key-conflict" // 422, or 409 with Options.ConflictStatus
+	ProblemKeyInUse             = "idempotency-key-in-use"   // 409
 	ProblemUnsupportedMediaType = "unsupported-media-type"   // 415
 	ProblemBodyTooLarge         = "body-too-large"           // 413
 	ProblemBodyUnreadable       = "body-unreadable"          // 400
@@ -51,6 +52,7 @@ var problemTypes = map[string]struct {
 	ProblemKeyMissing:           {http.StatusBadRequest, "Idempotency-Key required"},
 	ProblemKeyInvalid:           {http.StatusBadRequest, "Invalid Idempotency-Key"},
 	ProblemKeyConflict:          {http.StatusUnprocessableEntity, "Idempotency-Key already used for a different request"},
+	ProblemKeyInUse:             {http.StatusConflict, "The job of this Idempotency-Key may still act"},
 	ProblemUnsupportedMediaType: {http.StatusUnsupportedMediaType, "Unsupported Media Type"},
 	ProblemBodyTooLarge:         {http.StatusRequestEntityTooLarge, "Request body too large"},
 	ProblemBodyUnreadable:       {http.StatusBadRequest, "Unreadable request body"},

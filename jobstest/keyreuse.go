@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -45,6 +46,28 @@ func (e *env) jobIn(key string, s jobs.JobState) jobs.Job {
 		e.t.Fatalf("job in state %s: %v", s, err)
 	}
 	return e.job(j.ID)
+}
+
+// cancelledWith returns a job under key that was cancelled while its one
+// attempt is in state s (starting, running or unknown), and that attempt.
+func (e *env) cancelledWith(key string, s jobs.AttemptState) (jobs.Job, jobs.Attempt) {
+	e.t.Helper()
+	j := e.submit(reuseReq(key, jobs.KeyReuseAfterFailureOrCancel))
+	a := e.start(j.ID, "")
+	var err error
+	switch s {
+	case jobs.AttemptRunning:
+		a, err = e.m.MarkRunning(e.ctx, a.ID, "ref-"+a.ID)
+	case jobs.AttemptUnknown:
+		a, err = e.m.MarkUnknown(e.ctx, a.ID, "timed out")
+	}
+	if err == nil {
+		_, err = e.m.CancelJob(e.ctx, j.ID, "the user gave up")
+	}
+	if err != nil {
+		e.t.Fatalf("job cancelled with its attempt %s: %v", s, err)
+	}
+	return e.job(j.ID), a
 }
 
 // testKeyReuse: under a KeyReuse policy, the same intent submitted again
@@ -121,6 +144,191 @@ func testKeyReuse(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 					t.Errorf("no %s event names job %s as replaced by %s", jobs.EventJobCreated, old.ID, got.ID)
 				}
 			})
+		}
+		e.checkInvariants()
+	})
+
+	t.Run("NeverWhileAnAttemptMayAct", func(t *testing.T) {
+		t.Parallel()
+		// A cancelled job whose attempt is starting, running or unknown
+		// keeps its key: the provider may still act on that attempt. Once
+		// the attempt is known not to have acted (failed, or cancelled),
+		// the same Submit takes the key.
+		ev := &events{}
+		e := setup(t, newStore, func(o *jobs.Options) { o.Observer = ev })
+		for _, tc := range []struct {
+			state   jobs.AttemptState
+			resolve func(e *env, id string) error
+		}{
+			{jobs.AttemptStarting, func(e *env, id string) error { _, err := e.m.Cancel(e.ctx, id, "never sent"); return err }},
+			{jobs.AttemptRunning, func(e *env, id string) error { _, err := e.m.Fail(e.ctx, id, "declined"); return err }},
+			{jobs.AttemptUnknown, func(e *env, id string) error {
+				_, err := e.m.Cancel(e.ctx, id, "the provider says it never received it")
+				return err
+			}},
+		} {
+			t.Run(string(tc.state), func(t *testing.T) {
+				e := e.with(t)
+				key := "in-doubt-" + randomHex(4)
+				old, a := e.cancelledWith(key, tc.state)
+				before := e.countJobs()
+				for range 2 {
+					got, created, err := e.m.Submit(e.ctx, reuseReq(key, jobs.KeyReuseAfterFailureOrCancel))
+					var inFlight *jobs.AttemptInFlightError
+					if !errors.Is(err, jobs.ErrAttemptInFlight) || !errors.As(err, &inFlight) ||
+						inFlight.JobID != old.ID || inFlight.AttemptID != a.ID || inFlight.State != tc.state {
+						t.Fatalf("Submit with reuse while attempt %s is %s = %s, created=%v, %v; want an *AttemptInFlightError naming job %s and attempt %s (%s)",
+							a.ID, tc.state, got.ID, created, err, old.ID, a.ID, tc.state)
+					}
+					if diff := cmp.Diff(old, e.job(old.ID)); diff != "" {
+						t.Errorf("the refused reuse changed the old job (-before +after):\n%s", diff)
+					}
+					if n := e.countJobs(); n != before {
+						t.Errorf("%d jobs after a refused reuse, want %d", n, before)
+					}
+					if byKey, err := e.m.GetByKey(e.ctx, "owner-1", key); err != nil || byKey.ID != old.ID {
+						t.Errorf("GetByKey = %s, %v; want the old job %s", byKey.ID, err, old.ID)
+					}
+				}
+				// Known not to have acted: the key is free.
+				if err := tc.resolve(e, a.ID); err != nil {
+					t.Fatal(err)
+				}
+				got, created, err := e.m.Submit(e.ctx, reuseReq(key, jobs.KeyReuseAfterFailureOrCancel))
+				if err != nil || !created || got.ID == old.ID {
+					t.Fatalf("Submit once the attempt was resolved = %s, created=%v, %v; want a new job", got.ID, created, err)
+				}
+				if r := e.job(old.ID); r.ReplacedBy != got.ID {
+					t.Errorf("the old job is replaced by %q, want %s", r.ReplacedBy, got.ID)
+				}
+			})
+		}
+		e.checkInvariants()
+	})
+
+	t.Run("NeverAfterTheProviderActed", func(t *testing.T) {
+		t.Parallel()
+		// The attempt of a cancelled job delivers its result late: the
+		// provider did act. The result is dropped, the attempt records it,
+		// it is reported, and the job keeps its key for good.
+		ev := &events{}
+		e := setup(t, newStore, func(o *jobs.Options) { o.Observer = ev })
+		old, a := e.cancelledWith("acted", jobs.AttemptUnknown)
+		_, err := e.m.Complete(e.ctx, a.ID, json.RawMessage(`{"charged":1200}`))
+		var closed *jobs.JobClosedError
+		if !errors.As(err, &closed) || closed.State != jobs.JobCancelled {
+			t.Fatalf("late Complete = %v; want a *JobClosedError (cancelled)", err)
+		}
+		late := e.attempt(a.ID)
+		if late.State != jobs.AttemptCancelled || late.Reason != jobs.ReasonDroppedJobCancelled || !late.ResultDropped() {
+			t.Errorf("the late attempt is %s (%q), ResultDropped %v; want cancelled with %q, ResultDropped",
+				late.State, late.Reason, late.ResultDropped(), jobs.ReasonDroppedJobCancelled)
+		}
+		if n := ev.count(jobs.EventResultDropped, a.ID); n != 1 {
+			t.Errorf("%d %s events for the late result, want 1", n, jobs.EventResultDropped)
+		}
+		old = e.job(old.ID)
+		for range 2 {
+			got, created, err := e.m.Submit(e.ctx, reuseReq("acted", jobs.KeyReuseAfterFailureOrCancel))
+			if err != nil || created || got.ID != old.ID {
+				t.Fatalf("Submit with reuse after the provider acted = %s, created=%v, %v; want the cancelled job %s, not created",
+					got.ID, created, err, old.ID)
+			}
+		}
+		if diff := cmp.Diff(old, e.job(old.ID)); diff != "" {
+			t.Errorf("the old job changed (-before +after):\n%s", diff)
+		}
+		if n := e.countJobs(); n != 1 {
+			t.Errorf("%d jobs, want 1", n)
+		}
+		// The store refuses it too, asked directly.
+		fresh := old
+		fresh.ID, fresh.State, fresh.Version, fresh.Attempts, fresh.Reason, fresh.ClosedAt = "job_DIRECT", jobs.JobPending, 1, 0, "", time.Time{}
+		got, created, err := e.store.ReplaceJob(e.ctx, jobs.JobReplacement{OldID: old.ID, From: []jobs.JobState{jobs.JobCancelled}, New: fresh})
+		if err != nil || created || got.ID != old.ID {
+			t.Errorf("ReplaceJob after the provider acted = %s, created=%v, %v; want the old job, not created", got.ID, created, err)
+		}
+		e.checkInvariants()
+	})
+
+	t.Run("RacesTheOldAttempt", func(t *testing.T) {
+		t.Parallel()
+		// Many Submits with reuse race the old attempt's outcome, on many
+		// jobs at once: a new job appears only if that outcome is that the
+		// provider did not act, and then exactly one; every Submit is
+		// either refused naming the attempt, or returns the job that holds
+		// the key.
+		e := setup(t, newStore)
+		const jobsN, submitters = 12, 8
+		type row struct {
+			old     jobs.Job
+			attempt jobs.Attempt
+			acted   bool // the attempt delivers a result (else it fails)
+		}
+		rows := make([]row, jobsN)
+		for i := range rows {
+			j, a := e.cancelledWith(fmt.Sprintf("race-%d-%s", i, randomHex(3)), jobs.AttemptUnknown)
+			rows[i] = row{old: j, attempt: a, acted: i%2 == 0}
+		}
+		type answer struct {
+			id      string
+			created bool
+			err     error
+		}
+		answers := make([][]answer, jobsN)
+		for i := range answers {
+			answers[i] = make([]answer, submitters)
+		}
+		release(jobsN*(submitters+1), func(k int) {
+			r := rows[k%jobsN]
+			if k < jobsN {
+				var err error
+				if r.acted {
+					_, err = e.m.Complete(e.ctx, r.attempt.ID, json.RawMessage(`{"done":true}`))
+					if errors.Is(err, jobs.ErrJobClosed) {
+						err = nil
+					}
+				} else {
+					_, err = e.m.Fail(e.ctx, r.attempt.ID, "declined")
+				}
+				if err != nil {
+					t.Errorf("resolving attempt %s: %v", r.attempt.ID, err)
+				}
+				return
+			}
+			j, created, err := e.m.Submit(e.ctx, reuseReq(r.old.Key, jobs.KeyReuseAfterFailureOrCancel))
+			answers[k%jobsN][k/jobsN-1] = answer{j.ID, created, err}
+		})
+		for i, r := range rows {
+			holder, err := e.m.GetByKey(e.ctx, "owner-1", r.old.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.acted && holder.ID != r.old.ID {
+				t.Errorf("job %d: the provider acted, yet the key moved to a new job %s", i, holder.ID)
+			}
+			nCreated := 0
+			for _, a := range answers[i] {
+				var inFlight *jobs.AttemptInFlightError
+				switch {
+				case errors.As(a.err, &inFlight):
+					if inFlight.AttemptID != r.attempt.ID || inFlight.JobID != r.old.ID {
+						t.Errorf("job %d: refused naming %s/%s, want %s/%s", i, inFlight.JobID, inFlight.AttemptID, r.old.ID, r.attempt.ID)
+					}
+				case a.err != nil:
+					t.Errorf("job %d: Submit = %v", i, a.err)
+				case a.id != r.old.ID && a.id != holder.ID:
+					t.Errorf("job %d: Submit returned %s, neither the old job %s nor the key's holder %s", i, a.id, r.old.ID, holder.ID)
+				case a.created:
+					nCreated++
+				}
+			}
+			if (holder.ID != r.old.ID) != (nCreated == 1) || nCreated > 1 {
+				t.Errorf("job %d: %d Submits created a job, the key's holder is %s (old %s)", i, nCreated, holder.ID, r.old.ID)
+			}
+		}
+		if n, want := e.countJobs(), jobsN; n < want || n > want+jobsN/2 {
+			t.Errorf("%d jobs, want between %d and %d", n, want, want+jobsN/2)
 		}
 		e.checkInvariants()
 	})

@@ -19,10 +19,14 @@ func testPurge(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	if _, err := e.m.Complete(e.ctx, a.ID, json.RawMessage(`1`)); err != nil {
 		t.Fatal(err)
 	}
-	cancelledOld := e.newJob()
-	inFlight := e.running(cancelledOld.ID) // an attempt still open keeps its job
-	if _, err := e.m.CancelJob(e.ctx, cancelledOld.ID, "stop"); err != nil {
-		t.Fatal(err)
+	// A cancelled job whose attempt is starting, running or unknown is
+	// kept, however old: that attempt may still act, and a purge would free
+	// its key for a second job of the same intent.
+	var cancelledOld []jobs.Job
+	var inFlight []jobs.Attempt
+	for _, state := range []jobs.AttemptState{jobs.AttemptStarting, jobs.AttemptRunning, jobs.AttemptUnknown} {
+		j, a := e.cancelledWith("in-flight-"+string(state), state)
+		cancelledOld, inFlight = append(cancelledOld, j), append(inFlight, a)
 	}
 	openOld := e.newJob()
 	e.clock.Advance(3 * time.Hour)
@@ -35,8 +39,8 @@ func testPurge(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	if err != nil || dry.Jobs != 1 || dry.Attempts != 1 {
 		t.Fatalf("dry run = %+v, %v; want 1 job and 1 attempt", dry, err)
 	}
-	if got := e.countJobs(); got != 4 {
-		t.Fatalf("a dry run deleted: %d jobs left, want 4", got)
+	if got := e.countJobs(); got != 6 {
+		t.Fatalf("a dry run deleted: %d jobs left, want 6", got)
 	}
 	res, err := e.m.Purge(e.ctx, jobs.PurgeOptions{Retention: time.Hour})
 	if err != nil || res.Jobs != 1 || res.Attempts != 1 {
@@ -45,13 +49,24 @@ func testPurge(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	if _, err := e.m.Get(e.ctx, closedOld.ID); !errors.Is(err, jobs.ErrNotFound) {
 		t.Errorf("the old closed job is still there: %v", err)
 	}
-	for _, keep := range []jobs.Job{cancelledOld, openOld, closedRecent} {
+	for _, keep := range append(cancelledOld, openOld, closedRecent) {
 		if _, err := e.m.Get(e.ctx, keep.ID); err != nil {
 			t.Errorf("job %s (%s) was purged: %v", keep.ID, keep.Key, err)
 		}
 	}
-	if got := e.attempt(inFlight.ID); got.State != jobs.AttemptRunning {
-		t.Errorf("the open attempt of a cancelled job is %s", got.State)
+	for _, a := range inFlight {
+		if got := e.attempt(a.ID); got.State != a.State {
+			t.Errorf("the %s attempt of a cancelled job is %s", a.State, got.State)
+		}
+	}
+	// Even with no retention at all.
+	if res, err := e.m.Purge(e.ctx, jobs.PurgeOptions{OlderThan: e.clock.Now().Add(time.Hour)}); err != nil || res.Jobs != 1 {
+		t.Fatalf("Purge of everything closed = %+v, %v; want only the recently failed job", res, err)
+	}
+	for _, keep := range cancelledOld {
+		if _, err := e.m.Get(e.ctx, keep.ID); err != nil {
+			t.Errorf("job %s with an attempt in flight was purged: %v", keep.ID, err)
+		}
 	}
 	again, created, err := e.m.Submit(e.ctx, req(closedOld.Owner, closedOld.Key))
 	if err != nil || !created || again.ID == closedOld.ID {

@@ -353,6 +353,7 @@ func testInvalidInput(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		{"params duplicate key", func(r *jobs.SubmitRequest) { r.Params = json.RawMessage(`{"a":1,"a":2}`) }, "Params"},
 		{"params invalid UTF-8", func(r *jobs.SubmitRequest) { r.Params = json.RawMessage("\"\xff\"") }, "Params"},
 		{"params over the size limit", func(r *jobs.SubmitRequest) { r.Params = big }, "Params"},
+		{"params nested 129 levels", func(r *jobs.SubmitRequest) { r.Params = nestedJSON(129) }, "Params"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -392,6 +393,15 @@ func testInvalidInput(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 			_, err := e.m.Complete(e.ctx, a.ID, json.RawMessage(`"`+strings.Repeat("x", jobs.DefaultMaxResultBytes)+`"`))
 			return err
 		}},
+		{"Complete result nested 129 levels", func() error { _, err := e.m.Complete(e.ctx, a.ID, nestedJSON(129)); return err }},
+		{"Cancel with the reason of a dropped result", func() error {
+			_, err := e.m.Cancel(e.ctx, a.ID, jobs.ReasonDroppedJobCancelled)
+			return err
+		}},
+		{"Fail with a reason of a dropped result", func() error {
+			_, err := e.m.Fail(e.ctx, a.ID, "result dropped: attempt x completed the job first")
+			return err
+		}},
 		{"Cancel empty attempt ID", func() error { _, err := e.m.Cancel(e.ctx, "", "r"); return err }},
 		{"CancelJob reason invalid UTF-8", func() error { _, err := e.m.CancelJob(e.ctx, j.ID, "\xff"); return err }},
 		{"GetByKey empty owner", func() error { _, err := e.m.GetByKey(e.ctx, "", "k"); return err }},
@@ -409,6 +419,22 @@ func testInvalidInput(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	if diff := cmp.Diff(beforeJob, e.job(j.ID)); diff != "" {
 		t.Errorf("job changed by rejected calls (-before +after):\n%s", diff)
 	}
+
+	// Nesting up to the documented limit is stored and read back whole.
+	r := req("owner-1", "deep")
+	r.Params = nestedJSON(128)
+	deep := e.submit(r)
+	if got := e.job(deep.ID); string(got.Params) != string(nestedJSON(128)) {
+		t.Errorf("params nested 128 levels read back as %.40s…", got.Params)
+	}
+	if done, err := e.m.Complete(e.ctx, e.start(deep.ID, "").ID, nestedJSON(128)); err != nil || string(done.Result) != string(nestedJSON(128)) {
+		t.Errorf("Complete with a result nested 128 levels = %.40s…, %v", done.Result, err)
+	}
+}
+
+// nestedJSON returns levels arrays inside one another around a number.
+func nestedJSON(levels int) json.RawMessage {
+	return json.RawMessage(strings.Repeat("[", levels) + "1" + strings.Repeat("]", levels))
 }
 
 func testCancelledContext(t *testing.T, newStore func(t testing.TB) jobs.Store) {

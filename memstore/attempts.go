@@ -192,12 +192,12 @@ func (s *Store) CompleteAttempt(ctx context.Context, c jobs.Completion) (jobs.Jo
 	}
 	// Too late: another attempt won. The result is dropped.
 	if j.CompletedBy != "" {
-		a.move(jobs.AttemptLost, "", "result dropped: attempt "+j.CompletedBy+" completed the job first", c.At)
+		a.move(jobs.AttemptLost, "", jobs.DroppedReason(j.export()), c.At)
 		return j.export(), a.export(), &jobs.LostRaceError{JobID: j.ID, AttemptID: a.ID, WinnerID: j.CompletedBy}
 	}
 	// Otherwise the job was closed without a winner (failed or
 	// cancelled): its version changes only when it closes, so a running
 	// job is always at the version its attempts read.
-	a.move(jobs.AttemptCancelled, "", "result dropped: job "+string(j.State), c.At)
+	a.move(jobs.AttemptCancelled, "", jobs.DroppedReason(j.export()), c.At)
 	return j.export(), a.export(), &jobs.JobClosedError{JobID: j.ID, State: j.State}
 }

@@ -177,6 +177,17 @@ func (s *Store) ReplaceJob(ctx context.Context, r jobs.JobReplacement) (jobs.Job
 
 	key := ownerKey{r.New.Owner, r.New.Key}
 	old, ok := s.keys[key]
+	if ok && old.ID == r.OldID && slices.Contains(r.From, old.State) {
+		// An attempt that may still act, or whose result was dropped,
+		// keeps the key with its job: a second job would run the intent
+		// twice.
+		if b := old.blocker(false); b != nil {
+			return jobs.Job{}, false, &jobs.AttemptInFlightError{JobID: old.ID, AttemptID: b.ID, State: b.State}
+		}
+		if slices.ContainsFunc(old.tries, func(a *attempt) bool { return a.export().ResultDropped() }) {
+			ok = false
+		}
+	}
 	if !ok || old.ID != r.OldID || !slices.Contains(r.From, old.State) {
 		// Nothing to retire: CreateJob's answer.
 		return s.createJob(r.New)
