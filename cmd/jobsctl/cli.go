@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -34,7 +35,9 @@ Commands:
                                     would make a second job, so that needs --force
   schema                            the database's schema version and this jobsctl's;
                                     exit status 1 if the database is behind or ahead
-  migrate                           apply the migrations the database is missing
+  migrate [--force]                 apply the migrations the database is missing; refused where
+                                    goose or golang-migrate applied the schema so far (they would
+                                    run the rest again), unless --force
 
 The database: --sqlite PATH, --postgres DSN (a postgres:// or postgresql:// URL, or
 key=value such as "host=db dbname=app user=jobs"), or JOBS_DSN: any of those forms,
@@ -256,7 +259,6 @@ func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), 
 	case openInspect:
 		opts = append(opts, jobs.InspectOnly())
 	}
-	var db *sql.DB
 	var s jobs.SQLStore
 	switch t.dialect {
 	case "sqlite":
@@ -268,30 +270,44 @@ func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), 
 				return nil, nil, fmt.Errorf("no SQLite database at %s", t.dsn)
 			}
 		}
-		db, err = sql.Open("sqlite3", "file:"+t.dsn+"?_busy_timeout=5000&_foreign_keys=on")
-		if err != nil {
-			return nil, nil, errors.New("this jobsctl was built without cgo and cannot open SQLite; use --postgres")
-		}
-		db.SetMaxOpenConns(1)
-		s, err = jobs.NewSQLiteStore(ctx, db, opts...)
+		// The library's own way in, as the service has it: its durable
+		// settings (synchronous=FULL) and its write queue, whose lock file
+		// beside the database makes jobsctl's writes wait their turn with
+		// the service's instead of racing them. The path becomes a file:
+		// URI so that no character of it reads as a parameter.
+		s, err = jobs.OpenSQLite(ctx, "file:"+(&url.URL{Path: t.dsn}).EscapedPath(), opts...)
 	default:
+		var db *sql.DB
 		db, err = sql.Open("pgx", t.dsn)
 		if err != nil {
 			return nil, nil, fmt.Errorf("bad PostgreSQL connection string: %v", err)
 		}
 		db.SetMaxOpenConns(2)
-		s, err = jobs.NewPostgresStore(ctx, db, opts...)
+		var pg *jobs.PostgresStore
+		if pg, err = jobs.NewPostgresStore(ctx, db, opts...); err != nil {
+			db.Close()
+		} else {
+			s = pgOwning{pg, db}
+		}
 	}
 	if err != nil {
-		db.Close()
 		var se *jobs.StorageError
 		if errors.As(err, &se) && se.Kind == jobs.StorageSchema && mode == openChecked {
 			return nil, nil, fmt.Errorf("%v (see jobsctl schema)", err)
 		}
 		return nil, nil, err
 	}
-	return s, func() { db.Close() }, nil
+	return s, func() { s.Close() }, nil
 }
+
+// pgOwning is a PostgreSQL store whose Close also closes the handle
+// jobsctl opened for it.
+type pgOwning struct {
+	*jobs.PostgresStore
+	db *sql.DB
+}
+
+func (s pgOwning) Close() error { return errors.Join(s.PostgresStore.Close(), s.db.Close()) }
 
 type openMode int
 
