@@ -13,7 +13,8 @@ import (
 	"unicode/utf8"
 )
 
-// maxJSONDepth bounds nesting so that hostile input cannot exhaust the stack.
+// maxJSONDepth bounds nesting so that hostile input cannot exhaust the
+// stack: at most this many objects and arrays inside one another.
 const maxJSONDepth = 128
 
 // Fingerprint returns the hex SHA-256 of an intent: kind, provider and params
@@ -137,14 +138,15 @@ func (p *canonParser) skipSpace() {
 	}
 }
 
+// value reads one value at depth, the number of objects and arrays around
+// it: an object or array at depth maxJSONDepth would be one level too many.
 func (p *canonParser) value(out []byte, depth int) ([]byte, error) {
-	if depth > maxJSONDepth {
-		return nil, p.errorf("nested deeper than %d", maxJSONDepth)
-	}
 	if p.pos >= len(p.in) {
 		return nil, p.errorf("unexpected end of input")
 	}
 	switch c := p.in[p.pos]; {
+	case (c == '{' || c == '[') && depth >= maxJSONDepth:
+		return nil, p.errorf("nested deeper than %d", maxJSONDepth)
 	case c == '{':
 		return p.object(out, depth)
 	case c == '[':

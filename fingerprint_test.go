@@ -76,6 +76,40 @@ func TestCanonicalizeRejects(t *testing.T) {
 	}
 }
 
+// The nesting limit is what the documentation says, 128 objects and
+// arrays inside one another, whatever sits innermost.
+func TestCanonicalizeNestsUpTo128Levels(t *testing.T) {
+	t.Parallel()
+	arrays := func(n int, inner string) string { return strings.Repeat("[", n) + inner + strings.Repeat("]", n) }
+	objects := func(n int, inner string) string { return strings.Repeat(`{"a":`, n) + inner + strings.Repeat("}", n) }
+	for _, tc := range []struct {
+		name string
+		in   string
+		ok   bool
+	}{
+		{"128 arrays, empty", arrays(128, ""), true},
+		{"128 arrays around a number", arrays(128, "1"), true},
+		{"127 objects around an empty array", objects(127, "[]"), true},
+		{"128 objects around a string", objects(128, `"x"`), true},
+		{"129 arrays, empty", arrays(129, ""), false},
+		{"129 arrays around a number", arrays(129, "1"), false},
+		{"128 objects around an empty array", objects(128, "[]"), false},
+		{"129 objects around a string", objects(129, `"x"`), false},
+		{"64 of each, then one more", arrays(64, objects(64, "[]")), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := jobs.Canonicalize([]byte(tc.in))
+			if (err == nil) != tc.ok {
+				t.Errorf("Canonicalize = %v; want accepted %v", err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), "nested deeper than 128") {
+				t.Errorf("error %q does not name the limit", err)
+			}
+		})
+	}
+}
+
 // TestFingerprintIsStable pins fingerprints to values computed by earlier
 // releases: jobs stored with them must still match their replays after an
 // upgrade, or every replay would become a conflict.
