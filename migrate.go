@@ -216,10 +216,16 @@ const (
 	qAppliedMigrations = `SELECT version, name, applied_at FROM jobs_schema_migrations ORDER BY version`
 )
 
+// schemaVersion reads the schema version recorded in the database: 0 if it
+// has no version table, the schema never applied.
 func schemaVersion(ctx context.Context, q DBTX, e errorMapper) (int, error) {
 	var v int
 	if err := q.QueryRowContext(ctx, qSchemaVersion).Scan(&v); err != nil {
-		return 0, e.interpret("schema version", err)
+		err = e.interpret("schema version", err)
+		if se, ok := err.(*StorageError); ok && se.Kind == StorageSchema {
+			return 0, nil // no version table yet
+		}
+		return 0, err
 	}
 	return v, nil
 }
@@ -247,7 +253,13 @@ func checkSchema(ctx context.Context, s SQLStore, cfg storeConfig, apply func(co
 	if err != nil {
 		return err
 	}
-	if want := latestVersion(s.Dialect()); v != want {
+	switch want := latestVersion(s.Dialect()); {
+	case v == 0:
+		return &StorageError{Op: "open", Kind: StorageSchema,
+			Message: fmt.Sprintf("the database has no jobs schema (SkipMigrations leaves it to you): apply the "+
+				"migrations of version 1 to %d with your migration tool (jobs.Migrations) or `jobsctl migrate`, "+
+				"or open the store without SkipMigrations to apply them", want)}
+	case v != want:
 		return &StorageError{Op: "open", Kind: StorageSchema,
 			Message: fmt.Sprintf("database schema is version %d; this library needs %d", v, want)}
 	}

@@ -354,3 +354,42 @@ func TestOpenNewSQLiteFileRace(t *testing.T) {
 		}
 	}
 }
+
+// SkipMigrations on a database the schema was never applied to says so,
+// and how to apply it, and creates nothing.
+func TestSkipMigrationsOnAnEmptyDatabaseSaysHowToApplyTheSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		open func(t *testing.T) (jobs.SQLStore, error)
+	}{
+		{"sqlite", func(t *testing.T) (jobs.SQLStore, error) {
+			return jobs.OpenSQLite(ctx, filepath.Join(t.TempDir(), "empty.db"), jobs.SkipMigrations())
+		}},
+		{"postgres", func(t *testing.T) (jobs.SQLStore, error) {
+			return jobs.OpenPostgres(ctx, testdb.PostgresDSN(t), jobs.SkipMigrations())
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := tc.open(t)
+			if err == nil {
+				s.Close()
+				t.Fatal("SkipMigrations on an empty database opened")
+			}
+			var se *jobs.StorageError
+			if !errors.As(err, &se) || se.Kind != jobs.StorageSchema {
+				t.Fatalf("err = %v; want a StorageError of kind schema", err)
+			}
+			for _, want := range []string{"no jobs schema", "jobs.Migrations", "jobsctl migrate", "without SkipMigrations"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not say %q", err, want)
+				}
+			}
+			if strings.Contains(err.Error(), "no such table") || strings.Contains(err.Error(), "does not exist") {
+				t.Errorf("error %q speaks of a missing table, not of the schema", err)
+			}
+		})
+	}
+}

@@ -512,12 +512,62 @@ func (c *cli) schema(ctx context.Context, args []string) error {
 
 // migrate applies the missing migrations.
 func (c *cli) migrate(ctx context.Context, args []string) error {
-	if _, err := c.subcommand("migrate", args, 0, nil); err != nil {
+	force := false
+	if _, err := c.subcommand("migrate", args, 0, func(fs *flag.FlagSet) {
+		fs.BoolVar(&force, "force", false, "apply the migrations even where another tool records them")
+	}); err != nil {
 		return err
+	}
+	if !force {
+		// A look first, changing nothing: if goose or golang-migrate
+		// applied the schema so far, the rest is theirs to apply too.
+		err := c.withStore(ctx, openInspect, func(ctx context.Context, s jobs.SQLStore, _ *jobs.Manager) error {
+			return refuseForeignMigrations(ctx, s)
+		})
+		if err != nil {
+			return err
+		}
 	}
 	return c.withStore(ctx, openMigrate, func(ctx context.Context, s jobs.SQLStore, _ *jobs.Manager) error {
 		return c.reportSchema(ctx, s)
 	})
+}
+
+// migrationTool is a migration tool that records what it applied in a
+// table of its own, read here as each tool creates it by default.
+type migrationTool struct {
+	name, table, latest, command string
+}
+
+var migrationTools = []migrationTool{
+	{"goose", "goose_db_version", `SELECT COALESCE(MAX(version_id), 0) FROM goose_db_version WHERE is_applied`, "goose up"},
+	{"golang-migrate", "schema_migrations", `SELECT COALESCE(MAX(version), 0) FROM schema_migrations WHERE NOT dirty`, "migrate up"},
+}
+
+// refuseForeignMigrations refuses, with a usage error, to apply missing
+// migrations to a database whose schema another tool applied so far: one
+// that records, in its own table, the same latest version as
+// jobs_schema_migrations. jobsctl would apply the rest without that tool
+// knowing, and the tool would then run them again.
+func refuseForeignMigrations(ctx context.Context, s jobs.SQLStore) error {
+	current, err := s.DatabaseSchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := jobs.MigrationList(s.Dialect())
+	if err != nil || current == 0 || current >= len(all) {
+		return err // nothing applied yet, or nothing to apply
+	}
+	for _, tool := range migrationTools {
+		var v int64
+		if err := s.DB().QueryRowContext(ctx, tool.latest).Scan(&v); err != nil || v != int64(current) {
+			continue // no such table, or it records something else
+		}
+		return usagef("migrate: refused: the schema is at version %d, which %s records in %s too: it applied "+
+			"the migrations so far, so apply the rest with it (%s), or it would run them again after jobsctl; "+
+			"give --force to apply them here anyway", current, tool.name, tool.table, tool.command)
+	}
+	return nil
 }
 
 // reportSchema prints where the database's schema stands, and returns
