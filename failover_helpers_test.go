@@ -145,18 +145,18 @@ func (e *events) count(typ jobs.EventType) int {
 // database, as a second process would have.
 type storeCase struct {
 	name string
-	open func(t *testing.T) (s jobs.Store, another func() jobs.Store)
+	open func(t *testing.T) (s testdb.Store, another func() testdb.Store)
 }
 
 func storeCases() []storeCase {
 	return []storeCase{
-		{"sqlite", func(t *testing.T) (jobs.Store, func() jobs.Store) {
+		{"sqlite", func(t *testing.T) (testdb.Store, func() testdb.Store) {
 			path := filepath.Join(t.TempDir(), "jobs.db")
-			return testdb.NewSQLiteAt(t, path), func() jobs.Store { return testdb.NewSQLiteAt(t, path) }
+			return testdb.NewSQLiteAt(t, path), func() testdb.Store { return testdb.NewSQLiteAt(t, path) }
 		}},
-		{"postgres", func(t *testing.T) (jobs.Store, func() jobs.Store) {
+		{"postgres", func(t *testing.T) (testdb.Store, func() testdb.Store) {
 			dsn := testdb.PostgresDSN(t)
-			open := func() jobs.Store {
+			open := func() testdb.Store {
 				s, err := jobs.OpenPostgres(context.Background(), dsn)
 				if err != nil {
 					t.Fatalf("open postgres: %v", err)
@@ -184,8 +184,8 @@ func forEachStore(t *testing.T, fn func(t *testing.T, sc storeCase)) {
 // fixture is what a failover test needs: a manager on a fake clock with the
 // summary contract, and its store.
 type fixture struct {
-	store   jobs.Store
-	another func() jobs.Store
+	store   testdb.Store
+	another func() testdb.Store
 	clock   *jobstest.Clock
 	m       *jobs.Manager
 	ev      *events
@@ -208,7 +208,7 @@ func newFixture(t *testing.T, sc storeCase) *fixture {
 
 // managerOn returns a manager like f.m over another store handle. New
 // accepted f.opts already, for f.m.
-func (f *fixture) managerOn(s jobs.Store) *jobs.Manager {
+func (f *fixture) managerOn(s testdb.Store) *jobs.Manager {
 	m, err := jobs.New(s, f.opts)
 	if err != nil {
 		panic(err)

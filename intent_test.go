@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -74,9 +75,9 @@ func TestIntentFields(t *testing.T) {
 }
 
 // listJobs returns every job of s.
-func listJobs(t *testing.T, s jobs.Store) []jobs.Job {
+func listJobs(t *testing.T, s testdb.Store) []jobs.Job {
 	t.Helper()
-	js, err := s.ListJobs(context.Background(), "", 1000)
+	js, err := s.ListJobs(context.Background(), jobs.JobQuery{Limit: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // JobState is the state of a job. See the package documentation for the
@@ -126,9 +124,9 @@ func (m *Manager) Submit(ctx context.Context, req SubmitRequest) (Job, bool, err
 // SubmitTx is Submit inside the caller's own transaction (a *sql.Tx or
 // *sqlx.Tx on the store's database; for a pgx.Tx, see SubmitPgxTx): the job
 // exists only if tx commits, so it can be written together with the
-// caller's own rows. A store that cannot
-// write in a caller's transaction (memstore) returns an error matching
-// errors.ErrUnsupported.
+// caller's own rows. On a store that cannot write in a caller's
+// transaction (one that is not a TxStore, such as memstore) it returns an
+// error matching errors.ErrUnsupported, having written nothing.
 //
 // Concurrent submits of the same key wait on the uncommitted row and then see
 // it, as with Submit. SubmitTx never retries inside tx: when tx conflicts
@@ -151,39 +149,12 @@ func (m *Manager) SubmitTx(ctx context.Context, tx DBTX, req SubmitRequest) (Job
 	if err := reuseInTx(req); err != nil {
 		return Job{}, false, err
 	}
-	return m.submit(ctx, req, func(ctx context.Context, j Job) (Job, bool, error) {
-		return m.store.CreateJobTx(ctx, tx, j)
-	})
-}
-
-// SubmitPgxTx is SubmitTx inside a transaction that the caller began with
-// pgx (a pgx.Tx from a *pgx.Conn, or from a pgxpool.Pool), for
-// applications that use pgx rather than database/sql. It behaves as
-// SubmitTx: the job exists only if tx commits, and a conflict that tx
-// cannot survive is a *StorageError of kind StorageConflict.
-//
-// The store must be a PostgresStore on the same database; to share one
-// pool between the application and the store, open the store over
-// stdlib.OpenDBFromPool(pool). Other stores return an error matching
-// errors.ErrUnsupported, and a nil tx is ErrInvalidInput; neither writes
-// anything. As in SubmitTx, a req.Reuse other than KeyReuseNever is
-// ErrInvalidInput.
-//
-// SubmitTx cannot take a pgx.Tx: it has none of the methods of *sql.Tx
-// that SubmitTx uses, and database/sql's rows cannot be made from pgx's.
-func (m *Manager) SubmitPgxTx(ctx context.Context, tx pgx.Tx, req SubmitRequest) (Job, bool, error) {
-	s, ok := m.store.(PgxTxStore)
+	s, ok := m.store.(TxStore)
 	if !ok {
-		return Job{}, false, fmt.Errorf("jobs: SubmitPgxTx on a %T, which cannot write in a pgx transaction: %w", m.store, errors.ErrUnsupported)
-	}
-	if tx == nil {
-		return Job{}, false, invalid("tx", "nil")
-	}
-	if err := reuseInTx(req); err != nil {
-		return Job{}, false, err
+		return Job{}, false, fmt.Errorf("jobs: SubmitTx on a %T, which cannot write in a transaction of the caller's: %w", m.store, errors.ErrUnsupported)
 	}
 	return m.submit(ctx, req, func(ctx context.Context, j Job) (Job, bool, error) {
-		return s.CreateJobPgxTx(ctx, tx, j)
+		return s.CreateJobTx(ctx, tx, j)
 	})
 }
 

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -67,7 +68,7 @@ type PurgeResult struct {
 //
 // Errors: ErrInvalidInput (negative retention or batch size, a batch size
 // over MaxPurgeBatchSize, or a cutoff outside the years 1 to 9999),
-// ErrStorage.
+// ErrStorage, errors.ErrUnsupported (the store is not a PurgeStore).
 func (m *Manager) Purge(ctx context.Context, opts PurgeOptions) (PurgeResult, error) {
 	if err := ctx.Err(); err != nil {
 		return PurgeResult{}, err
@@ -88,9 +89,13 @@ func (m *Manager) Purge(ctx context.Context, opts PurgeOptions) (PurgeResult, er
 	if opts.OlderThan.IsZero() {
 		res.Cutoff = m.now().Add(-retention)
 	}
+	ps, ok := m.store.(PurgeStore)
+	if !ok {
+		return res, fmt.Errorf("jobs: Purge on a %T, which cannot purge: %w", m.store, errors.ErrUnsupported)
+	}
 	start := time.Now()
 	if opts.DryRun {
-		n, err := m.store.PurgeJobs(ctx, PurgeQuery{Before: res.Cutoff, DryRun: true})
+		n, err := ps.PurgeJobs(ctx, PurgeQuery{Before: res.Cutoff, DryRun: true})
 		res.PurgeCount = n
 		res.Duration = time.Since(start)
 		return res, err
@@ -101,7 +106,7 @@ func (m *Manager) Purge(ctx context.Context, opts PurgeOptions) (PurgeResult, er
 			m.emitPurged(ctx, res, start)
 			return res, err
 		}
-		n, err := m.store.PurgeJobs(ctx, PurgeQuery{Before: res.Cutoff, Limit: batch})
+		n, err := ps.PurgeJobs(ctx, PurgeQuery{Before: res.Cutoff, Limit: batch})
 		res.Batches++
 		res.Jobs += n.Jobs
 		res.Attempts += n.Attempts

@@ -81,7 +81,7 @@ func runToSuccess(t testing.TB, m *jobs.Manager, j jobs.Job) jobs.Attempt {
 }
 
 // exists reports whether the job is still stored.
-func jobExists(t testing.TB, s jobs.Store, id string) bool {
+func jobExists(t testing.TB, s testdb.Store, id string) bool {
 	t.Helper()
 	_, err := s.Job(context.Background(), id)
 	if errors.Is(err, jobs.ErrNotFound) {
@@ -529,7 +529,7 @@ func explainPlan(t testing.TB, q jobs.DBTX, query string, args ...any) string {
 	return b.String()
 }
 
-func checkNoViolations(t testing.TB, s jobs.Store) {
+func checkNoViolations(t testing.TB, s testdb.Store) {
 	t.Helper()
 	v, err := invariant.Check(context.Background(), s)
 	if err != nil {

@@ -117,7 +117,10 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (ReconcileReport, error)
 		return rep, err
 	}
 	m := r.Manager
-	rs := m.store
+	rs, ok := m.store.(ClaimStore)
+	if !ok {
+		return rep, fmt.Errorf("jobs: a Reconciler needs a store that lets it claim attempts; a %T does not: %w", m.store, errors.ErrUnsupported)
+	}
 	now := m.now()
 	batch := r.BatchSize
 	if batch <= 0 {
@@ -197,7 +200,7 @@ func (r *Reconciler) lease() time.Duration {
 
 // claim claims a, stale as listed, stamping the lease with the time the
 // claim is taken.
-func (r *Reconciler) claim(ctx context.Context, rs Store, a Attempt) (claim, bool, error) {
+func (r *Reconciler) claim(ctx context.Context, rs ClaimStore, a Attempt) (claim, bool, error) {
 	m := r.Manager
 	wctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
 	defer cancel()
@@ -212,7 +215,7 @@ func (r *Reconciler) claim(ctx context.Context, rs Store, a Attempt) (claim, boo
 
 // resolve asks the provider of the claimed attempt what became of it and
 // records the answer, presenting the claim's token.
-func (r *Reconciler) resolve(ctx context.Context, rs Store, c claim, rep *ReconcileReport) {
+func (r *Reconciler) resolve(ctx context.Context, rs ClaimStore, c claim, rep *ReconcileReport) {
 	a := c.a
 	recheck := orDefault(r.RecheckAfter, DefaultRecheckAfter)
 	p := r.Providers[a.Provider]
@@ -262,7 +265,7 @@ func lookupKey(a Attempt) string {
 
 // postpone sets the claim to end d from now, when the attempt is looked at
 // again, and reports whether the claim still held.
-func (r *Reconciler) postpone(ctx context.Context, rs Store, c claim, d time.Duration, rep *ReconcileReport) bool {
+func (r *Reconciler) postpone(ctx context.Context, rs ClaimStore, c claim, d time.Duration, rep *ReconcileReport) bool {
 	m := r.Manager
 	wctx, cancel := m.writeContext(ctx)
 	defer cancel()

@@ -5,14 +5,13 @@ import (
 	"database/sql"
 	"encoding/json"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
-// Store persists jobs, attempts and verifications. It is the whole contract
-// between the Manager and a database: the Manager validates input, builds
-// IDs and fingerprints, runs the state machines and interprets the answers;
-// a Store only persists, and enforces the invariants atomically in its
+// Store persists jobs and attempts: the core that every store implements,
+// and the whole contract the Manager's verbs (Submit, StartAttempt,
+// Complete and the rest) need. The Manager validates input, builds IDs and
+// fingerprints, runs the state machines and interprets the answers; a
+// Store only persists, and enforces the invariants atomically in its
 // database, also against concurrent callers in other processes:
 //
 //   - at most one job per (Owner, Key), a job whose key ReplaceJob retired
@@ -27,14 +26,22 @@ import (
 //
 // Each method's comment names the errors it must return; errors of the
 // database itself are returned as *StorageError, and no driver error type
-// may reach the caller. A method the store cannot offer (CreateJobTx on a
-// store without transactions of the caller's) returns an error matching
-// errors.ErrUnsupported; every other method is required, since the Manager,
-// the Runner, the Reconciler and Purge rely on it.
+// may reach the caller.
 //
-// PostgresStore and SQLiteStore implement it; package memstore is a small
-// in-memory implementation to copy from, and package jobstest is the
-// conformance suite that proves an implementation.
+// What only one feature needs is a capability of its own, an interface
+// that a store implements or not, found by type assertion as http.Flusher
+// is: TxStore (Manager.SubmitTx), PgxTxStore (SubmitPgxTx), JobLister
+// (listing, for tools and invariant checks), ClaimStore (reconcilers),
+// VerificationStore (provider verification and the failover rule),
+// PurgeStore (retention) and CloseNotifier (Wait without polling). The
+// feature that needs one says so, with an error matching
+// errors.ErrUnsupported, where the store lacks it.
+//
+// PostgresStore and SQLiteStore implement the Store and every capability
+// but PgxTxStore (PostgreSQL only) and CloseNotifier (PostgreSQL only);
+// package memstore is a small in-memory implementation to copy from; and
+// package jobstest is the conformance suite that proves an implementation,
+// running the cases of each capability the store has.
 type Store interface {
 	// Jobs.
 
@@ -45,15 +52,6 @@ type Store interface {
 	// written nothing. Of concurrent calls with one Owner and Key, exactly
 	// one creates the job and all return it.
 	CreateJob(ctx context.Context, j Job) (job Job, created bool, err error)
-
-	// CreateJobTx is CreateJob inside tx, a transaction the caller owns on
-	// the store's database: the job exists only if tx commits. A conflict
-	// with a concurrent transaction that tx cannot survive is a
-	// *StorageError of kind StorageConflict (the caller rolls back and runs
-	// its transaction again). Stores without such transactions return an
-	// error matching errors.ErrUnsupported.
-	CreateJobTx(ctx context.Context, tx DBTX, j Job) (job Job, created bool, err error)
-
 	// ReplaceJob is CreateJob for a key that may be bound to a job that
 	// ended without a result, which r.New is to replace. In one atomic
 	// step: if the job r.OldID still holds r.New's Owner and Key, is in one
@@ -92,11 +90,6 @@ type Store interface {
 
 	// JobByKey returns the job bound to owner and key, or ErrNotFound.
 	JobByKey(ctx context.Context, owner, key string) (Job, error)
-
-	// ListJobs returns up to limit jobs with IDs greater than afterID, in
-	// ID order (which is creation order), for operators' tools, sweeps and
-	// invariant checks.
-	ListJobs(ctx context.Context, afterID string, limit int) ([]Job, error)
 
 	// CloseJob moves an open (pending or running) job to c.To, failed or
 	// cancelled, with Version+1, c.Reason and ClosedAt. For JobFailed it
@@ -163,55 +156,111 @@ type Store interface {
 	// returned as stored with an error matching ErrClaimLost. ErrNotFound if
 	// there is no such attempt.
 	CompleteAttempt(ctx context.Context, c Completion) (Job, Attempt, error)
+}
 
-	// Reconciliation. A reconciler claims an attempt before it asks the
-	// provider about it: a token and a lease (until AttemptClaim.Until).
-	// While the lease runs nobody else can claim the attempt; once it has
-	// run out another reconciler may take the attempt over with a claim of
-	// its own. The reconciler's writes present its token (ClaimToken in
-	// AttemptUpdate and Completion, and RenewClaim); once the attempt is
-	// claimed with another token they are refused with ErrClaimLost, so an
-	// attempt is resolved once however long a lookup took. Writes without a
-	// token, a runner's own, ignore claims: a real result is always welcome.
+// TxStore is a Store that can create a job inside a transaction the
+// caller owns on the store's database, for Manager.SubmitTx.
+type TxStore interface {
+	// CreateJobTx is CreateJob inside tx: the job exists only if tx
+	// commits. A conflict with a concurrent transaction that tx cannot
+	// survive is a *StorageError of kind StorageConflict (the caller rolls
+	// back and runs its transaction again).
+	CreateJobTx(ctx context.Context, tx DBTX, j Job) (job Job, created bool, err error)
+}
 
-	// StaleAttempts returns up to q.Limit attempts that are unknown and were
-	// last updated before q.UnknownBefore, or starting or running and last
-	// updated before q.OpenBefore, least recently updated first; when
+// JobLister is a Store that can list its jobs, for operators' tools,
+// sweeps and invariant checks.
+type JobLister interface {
+	// ListJobs returns the jobs q selects, at most q.Limit of them, in ID
+	// order (which is creation order), oldest first unless q.Newest.
+	ListJobs(ctx context.Context, q JobQuery) ([]Job, error)
+}
+
+// JobQuery selects jobs for JobLister.ListJobs. A field left zero selects
+// every job. Pages follow each other by the last ID of the page before
+// (keyset pagination), so a page costs the same however deep it is.
+type JobQuery struct {
+	Owner         string     // only this owner's jobs
+	States        []JobState // only jobs in one of these states
+	Kind          string     // only jobs of this kind
+	Provider      string     // only jobs for this (target) provider
+	CreatedAfter  time.Time  // only jobs created at or after this
+	CreatedBefore time.Time  // only jobs created before this
+
+	Newest bool   // newest first (descending IDs); oldest first otherwise
+	After  string // the last ID of the previous page: only jobs past it, in the order asked for
+	Limit  int    // at most this many; 0 or less means 100
+}
+
+// Check reports a query no store may run: a state that is not a job
+// state. The error is an *InputError. Stores call it first.
+func (q JobQuery) Check() error {
+	for _, s := range q.States {
+		if !s.Valid() {
+			return invalid("States", "%q is not a job state", s)
+		}
+	}
+	return nil
+}
+
+// ClaimStore is a Store that lets reconcilers claim the attempts they
+// examine (package failover's Reconciler). A reconciler claims an attempt
+// before it asks the provider about it: a token and a lease (until
+// AttemptClaim.Until). While the lease runs nobody else can claim the
+// attempt; once it has run out another reconciler may take the attempt
+// over with a claim of its own. The reconciler's writes present its token
+// (ClaimToken in AttemptUpdate and Completion, and RenewClaim); once the
+// attempt is claimed with another token they are refused with
+// ErrClaimLost, so an attempt is resolved once however long a lookup took.
+// Writes without a token, a runner's own, ignore claims: a real result is
+// always welcome. A Store that is not a ClaimStore must refuse a write
+// with a ClaimToken with an error matching errors.ErrUnsupported.
+type ClaimStore interface {
+	// StaleAttempts returns up to q.Limit attempts that are unknown and
+	// were last updated before q.UnknownBefore, or starting or running and
+	// last updated before q.OpenBefore, least recently updated first; when
 	// q.UnclaimedAt is not zero, only those not claimed beyond it.
 	StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, error)
 
-	// ClaimAttempt claims the attempt c.ID with c.Token until c.Until, if it
-	// is still open, in state c.State and last updated at c.UpdatedAt (as
-	// StaleAttempts read it), and not claimed beyond c.At. It returns the
-	// attempt and true if it did, or false, having written nothing (always
-	// for a terminal c.State). Of several reconcilers racing for one
-	// attempt, exactly one claims it. A claim that c.Check refuses writes
-	// nothing.
+	// ClaimAttempt claims the attempt c.ID with c.Token until c.Until, if
+	// it is still open, in state c.State and last updated at c.UpdatedAt
+	// (as StaleAttempts read it), and not claimed beyond c.At. It returns
+	// the attempt and true if it did, or false, having written nothing
+	// (always for a terminal c.State). Of several reconcilers racing for
+	// one attempt, exactly one claims it. A claim that c.Check refuses
+	// writes nothing.
 	ClaimAttempt(ctx context.Context, c AttemptClaim) (Attempt, bool, error)
 
 	// RenewClaim moves the end of the claim c.Token on attempt c.ID to
 	// c.Until, sooner or later, if the attempt is still claimed with that
-	// token, and reports whether it was; if not, it writes nothing. It reads
-	// only c.ID, c.Token and c.Until.
+	// token, and reports whether it was; if not, it writes nothing. It
+	// reads only c.ID, c.Token and c.Until.
 	RenewClaim(ctx context.Context, c AttemptClaim) (bool, error)
+}
 
-	// Verifications.
-
+// VerificationStore is a Store that records provider verifications, for
+// Manager.VerifyProvider and the rule that a failover attempt needs a
+// verified provider (Manager.CheckFailover, StartAttempt).
+type VerificationStore interface {
 	// RecordVerification stores v as given (ID set by the caller).
 	RecordVerification(ctx context.Context, v Verification) error
 
 	// Verifications returns the verifications matching f, newest first
 	// (VerifiedAt, then ID, descending), at most f.Limit of them.
 	Verifications(ctx context.Context, f VerificationFilter) ([]Verification, error)
+}
 
-	// Retention.
-
+// PurgeStore is a Store that can delete old jobs, for Manager.Purge and
+// the Purger.
+type PurgeStore interface {
 	// PurgeJobs deletes up to q.Limit jobs, with their attempts, that are
-	// terminal, closed before q.Before, and whose attempts are all terminal,
-	// oldest first, and reports what it deleted; with q.DryRun it deletes
-	// nothing and counts every such job, without limit. It must not block,
-	// or be blocked for long by, concurrent writers and other purgers, and
-	// must never delete an open job or a job with an open attempt.
+	// terminal, closed before q.Before, and whose attempts are all
+	// terminal, oldest first, and reports what it deleted; with q.DryRun it
+	// deletes nothing and counts every such job, without limit. It must
+	// not block, or be blocked for long by, concurrent writers and other
+	// purgers, and must never delete an open job or a job with an open
+	// attempt: such an attempt may still act, and its job holds the key
+	// that keeps the intent from running twice.
 	PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, error)
 }
 
@@ -358,17 +407,6 @@ type CloseNotifier interface {
 	// errors.ErrUnsupported means the store cannot notify; any other error
 	// means it cannot now. Callers then poll.
 	NotifyClosed(ctx context.Context, jobID string) (wake <-chan struct{}, stop func(), err error)
-}
-
-// PgxTxStore is implemented by stores that can create a job inside a
-// transaction that the caller began with pgx (a pgx.Tx from a *pgx.Conn or
-// a pgxpool.Pool), for Manager.SubmitPgxTx. PostgresStore implements it.
-// It is optional: SubmitPgxTx on a store without it returns an error
-// matching errors.ErrUnsupported.
-type PgxTxStore interface {
-	// CreateJobPgxTx is Store.CreateJobTx inside tx, a pgx transaction on
-	// the store's database, with the same contract.
-	CreateJobPgxTx(ctx context.Context, tx pgx.Tx, j Job) (job Job, created bool, err error)
 }
 
 // DBTX is what *sql.DB, *sql.Tx, *sql.Conn, *sqlx.DB and *sqlx.Tx have in

@@ -153,7 +153,6 @@ SELECT ` + jobCols + `, false FROM jobs
 
 	pgJobByID   = `SELECT ` + jobCols + ` FROM jobs WHERE id = $1`
 	pgJobByKey  = `SELECT ` + jobCols + ` FROM jobs WHERE owner = $1 AND idempotency_key = $2`
-	pgListJobs  = `SELECT ` + jobCols + ` FROM jobs WHERE id > $1 ORDER BY id LIMIT $2`
 	pgJobExists = `SELECT 1 FROM jobs WHERE id = $1`
 
 	// CloseJob fails or cancels an open job. With $5 (fail) it also
@@ -341,6 +340,48 @@ func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error)
 func (s *PostgresStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, bool, error) {
 	got, created, err := s.createJob(ctx, pgHandle{db: tx}, j)
 	return got, created, inCallerTx(err)
+}
+
+// PgxTxStore is implemented by stores that can create a job inside a
+// transaction that the caller began with pgx (a pgx.Tx from a *pgx.Conn or
+// a pgxpool.Pool), for Manager.SubmitPgxTx. PostgresStore implements it.
+// It is optional: SubmitPgxTx on a store without it returns an error
+// matching errors.ErrUnsupported.
+type PgxTxStore interface {
+	// CreateJobPgxTx is Store.CreateJobTx inside tx, a pgx transaction on
+	// the store's database, with the same contract.
+	CreateJobPgxTx(ctx context.Context, tx pgx.Tx, j Job) (job Job, created bool, err error)
+}
+
+// SubmitPgxTx is SubmitTx inside a transaction that the caller began with
+// pgx (a pgx.Tx from a *pgx.Conn, or from a pgxpool.Pool), for
+// applications that use pgx rather than database/sql. It behaves as
+// SubmitTx: the job exists only if tx commits, and a conflict that tx
+// cannot survive is a *StorageError of kind StorageConflict.
+//
+// The store must be a PostgresStore on the same database; to share one
+// pool between the application and the store, open the store over
+// stdlib.OpenDBFromPool(pool). Other stores return an error matching
+// errors.ErrUnsupported, and a nil tx is ErrInvalidInput; neither writes
+// anything. As in SubmitTx, a req.Reuse other than KeyReuseNever is
+// ErrInvalidInput.
+//
+// SubmitTx cannot take a pgx.Tx: it has none of the methods of *sql.Tx
+// that SubmitTx uses, and database/sql's rows cannot be made from pgx's.
+func (m *Manager) SubmitPgxTx(ctx context.Context, tx pgx.Tx, req SubmitRequest) (Job, bool, error) {
+	s, ok := m.store.(PgxTxStore)
+	if !ok {
+		return Job{}, false, fmt.Errorf("jobs: SubmitPgxTx on a %T, which cannot write in a pgx transaction: %w", m.store, errors.ErrUnsupported)
+	}
+	if tx == nil {
+		return Job{}, false, invalid("tx", "nil")
+	}
+	if err := reuseInTx(req); err != nil {
+		return Job{}, false, err
+	}
+	return m.submit(ctx, req, func(ctx context.Context, j Job) (Job, bool, error) {
+		return s.CreateJobPgxTx(ctx, tx, j)
+	})
 }
 
 // CreateJobPgxTx implements PgxTxStore: CreateJobTx in a pgx transaction,
@@ -599,10 +640,37 @@ func (s *PostgresStore) JobByKey(ctx context.Context, owner, key string) (Job, e
 	return queryOne(ctx, s.db, s, "get job by key", errNoJobForKey, scanJob, pgJobByKey, owner, key)
 }
 
-// ListJobs implements Store.
-func (s *PostgresStore) ListJobs(ctx context.Context, afterID string, limit int) ([]Job, error) {
-	return queryAll(ctx, s.db, s, "list jobs", func(sc scanner) (Job, error) { return scanJob(sc) }, pgListJobs, afterID, limit)
+// ListJobs implements JobLister.
+func (s *PostgresStore) ListJobs(ctx context.Context, q JobQuery) ([]Job, error) {
+	if err := q.Check(); err != nil {
+		return nil, err
+	}
+	query := pgListJobs
+	if q.Newest {
+		query = pgListJobsNewest
+	}
+	states := make([]string, len(q.States))
+	for i, st := range q.States {
+		states[i] = string(st)
+	}
+	return queryAll(ctx, s.db, s, "list jobs", func(sc scanner) (Job, error) { return scanJob(sc) }, query,
+		q.Owner, states, q.Kind, q.Provider, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore), q.After, listLimit(q))
 }
+
+// pgListJobs and pgListJobsNewest are ListJobs, oldest or newest first:
+// each predicate holds when its parameter is empty (” or NULL, or no
+// states), so that one constant statement serves every query.
+const (
+	pgListJobsWhere = ` FROM jobs
+    WHERE ($1 = '' OR owner = $1)
+      AND (cardinality($2::text[]) = 0 OR state = ANY ($2::text[]))
+      AND ($3 = '' OR kind = $3)
+      AND ($4 = '' OR provider = $4)
+      AND ($5::timestamptz IS NULL OR created_at >= $5)
+      AND ($6::timestamptz IS NULL OR created_at < $6)`
+	pgListJobs       = `SELECT ` + jobCols + pgListJobsWhere + ` AND ($7 = '' OR id > $7) ORDER BY id LIMIT $8`
+	pgListJobsNewest = `SELECT ` + jobCols + pgListJobsWhere + ` AND ($7 = '' OR id < $7) ORDER BY id DESC LIMIT $8`
+)
 
 // CloseJob implements Store.
 func (s *PostgresStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {

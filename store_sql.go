@@ -10,11 +10,17 @@ import (
 	"time"
 )
 
-// SQLStore is what the two SQL stores, PostgresStore and SQLiteStore, offer
-// beyond Store: their database handle, what their schema looks like, and
-// Close. Tools that work with either (jobsctl, tests) hold one of these.
+// SQLStore is what the two SQL stores, PostgresStore and SQLiteStore, offer:
+// the Store, every capability both have, their database handle, what
+// their schema looks like, and Close. Tools that work with either
+// (jobsctl, tests) hold one of these.
 type SQLStore interface {
 	Store
+	TxStore
+	JobLister
+	ClaimStore
+	VerificationStore
+	PurgeStore
 
 	// DB returns the database handle the store writes through.
 	DB() *sql.DB
@@ -140,6 +146,22 @@ const (
 
 	verificationCols = `id, provider, kind, contract_version, passed, reason, verified_at, expires_at`
 )
+
+// listLimit is q.Limit, or 100 for none.
+func listLimit(q JobQuery) int {
+	if q.Limit <= 0 {
+		return 100
+	}
+	return q.Limit
+}
+
+// nullTime is t, or NULL for the zero time.
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
 
 // scanner is *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }

@@ -316,7 +316,6 @@ const (
 
 	sqliteJobByID   = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?1`
 	sqliteJobByKey  = `SELECT ` + jobCols + ` FROM jobs WHERE owner = ?1 AND idempotency_key = ?2`
-	sqliteListJobs  = `SELECT ` + jobCols + ` FROM jobs WHERE id > ?1 ORDER BY id LIMIT ?2`
 	sqliteJobExists = `SELECT 1 FROM jobs WHERE id = ?1`
 
 	// CloseJob fails or cancels an open job; with ?5 (fail), only while no
@@ -558,10 +557,46 @@ func (s *SQLiteStore) JobByKey(ctx context.Context, owner, key string) (Job, err
 	return queryOne(ctx, s.rdb, s, "get job by key", errNoJobForKey, scanJob, sqliteJobByKey, owner, key)
 }
 
-// ListJobs implements Store.
-func (s *SQLiteStore) ListJobs(ctx context.Context, afterID string, limit int) ([]Job, error) {
-	return queryAll(ctx, s.rdb, s, "list jobs", scanJob, sqliteListJobs, afterID, limit)
+// ListJobs implements JobLister.
+func (s *SQLiteStore) ListJobs(ctx context.Context, q JobQuery) ([]Job, error) {
+	if err := q.Check(); err != nil {
+		return nil, err
+	}
+	query := sqliteListJobs
+	if q.Newest {
+		query = sqliteListJobsNewest
+	}
+	var states strings.Builder // " pending running ": one string the statement searches
+	for _, st := range q.States {
+		states.WriteString(" " + string(st))
+	}
+	if states.Len() > 0 {
+		states.WriteString(" ")
+	}
+	micros := func(t time.Time) any {
+		if t.IsZero() {
+			return nil
+		}
+		return t.UnixMicro()
+	}
+	return queryAll(ctx, s.rdb, s, "list jobs", scanJob, query,
+		q.Owner, states.String(), q.Kind, q.Provider, micros(q.CreatedAfter), micros(q.CreatedBefore), q.After, listLimit(q))
 }
+
+// sqliteListJobs and sqliteListJobsNewest are ListJobs, oldest or newest
+// first, as pgListJobs: each predicate holds when its parameter is empty.
+// The states come as one string of space-separated names (?2).
+const (
+	sqliteListJobsWhere = ` FROM jobs
+    WHERE (?1 = '' OR owner = ?1)
+      AND (?2 = '' OR instr(?2, ' ' || state || ' ') > 0)
+      AND (?3 = '' OR kind = ?3)
+      AND (?4 = '' OR provider = ?4)
+      AND (?5 IS NULL OR created_at >= ?5)
+      AND (?6 IS NULL OR created_at < ?6)`
+	sqliteListJobs       = `SELECT ` + jobCols + sqliteListJobsWhere + ` AND (?7 = '' OR id > ?7) ORDER BY id LIMIT ?8`
+	sqliteListJobsNewest = `SELECT ` + jobCols + sqliteListJobsWhere + ` AND (?7 = '' OR id < ?7) ORDER BY id DESC LIMIT ?8`
+)
 
 // CloseJob implements Store.
 func (s *SQLiteStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {

@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -74,7 +75,7 @@ func ValidFor(d time.Duration) VerifyOption {
 // error is returned.
 //
 // Errors: ErrInvalidInput (no contract for kind, bad names; nothing run),
-// ErrStorage.
+// ErrStorage, errors.ErrUnsupported (the store is not a VerificationStore).
 func (m *Manager) VerifyProvider(ctx context.Context, provider, kind string,
 	roundTrip func(ctx context.Context) (json.RawMessage, error), opts ...VerifyOption) (Verification, error) {
 	if err := ctx.Err(); err != nil {
@@ -131,7 +132,11 @@ func (m *Manager) VerifyProvider(ctx context.Context, provider, kind string,
 	start := time.Now()
 	wctx, cancel := m.writeContext(ctx)
 	defer cancel()
-	if err := m.store.RecordVerification(wctx, v); err != nil {
+	vs, err := m.verificationStore()
+	if err != nil {
+		return Verification{}, err
+	}
+	if err := vs.RecordVerification(wctx, v); err != nil {
 		return Verification{}, err
 	}
 	typ := EventProviderVerified
@@ -160,7 +165,21 @@ func (m *Manager) Verifications(ctx context.Context, f VerificationFilter) ([]Ve
 	if f.Limit <= 0 {
 		f.Limit = 100
 	}
-	return m.store.Verifications(ctx, f)
+	vs, err := m.verificationStore()
+	if err != nil {
+		return nil, err
+	}
+	return vs.Verifications(ctx, f)
+}
+
+// verificationStore returns the store as a VerificationStore, or an error
+// matching errors.ErrUnsupported.
+func (m *Manager) verificationStore() (VerificationStore, error) {
+	vs, ok := m.store.(VerificationStore)
+	if !ok {
+		return nil, fmt.Errorf("jobs: a %T records no provider verifications: %w", m.store, errors.ErrUnsupported)
+	}
+	return vs, nil
 }
 
 // CheckFailover reports whether an attempt of job on provider may start as
@@ -183,7 +202,11 @@ func (m *Manager) CheckFailover(ctx context.Context, job Job, provider string) e
 	unverified := func(reason string) error {
 		return &ProviderUnverifiedError{JobID: job.ID, Provider: provider, Kind: job.Kind, ContractVersion: c.Version, Reason: reason}
 	}
-	latest, err := m.store.Verifications(ctx, VerificationFilter{Provider: provider, Kind: job.Kind, ContractVersion: c.Version, Limit: 1})
+	vs, ok := m.store.(VerificationStore)
+	if !ok {
+		return unverified("the store records no verifications")
+	}
+	latest, err := vs.Verifications(ctx, VerificationFilter{Provider: provider, Kind: job.Kind, ContractVersion: c.Version, Limit: 1})
 	if err != nil {
 		return err
 	}

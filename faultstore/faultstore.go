@@ -5,8 +5,10 @@
 // ambiguous commit). Faults are drawn from a seeded generator, so a run with
 // the same seed and the same sequence of calls fails the same way.
 //
-// It wraps every method of jobs.Store (Methods lists them). Reads fail only
-// before they run; writes fail before or after.
+// It wraps every method of jobs.Store and of its capabilities (Methods
+// lists them); a capability the wrapped store lacks answers with an error
+// matching errors.ErrUnsupported. Reads fail only before they run; writes
+// fail before or after.
 //
 // It is a test tool: use it to prove that the code above a Store is safe to
 // retry, and check the store underneath with package invariant afterwards.
@@ -20,6 +22,8 @@ package faultstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 
@@ -283,10 +287,14 @@ func (s *Store) CloseJob(ctx context.Context, c jobs.JobClose) (jobs.Job, error)
 	return call(s, CloseJob, func() (jobs.Job, error) { return s.inner.CloseJob(ctx, c) })
 }
 
-// CreateJobTx implements jobs.Store.
+// CreateJobTx implements jobs.TxStore.
 func (s *Store) CreateJobTx(ctx context.Context, tx jobs.DBTX, j jobs.Job) (jobs.Job, bool, error) {
 	r, err := call(s, CreateJobTx, func() (jobCreated, error) {
-		j, created, err := s.inner.CreateJobTx(ctx, tx, j)
+		c, err := capability[jobs.TxStore](s, CreateJobTx)
+		if err != nil {
+			return jobCreated{}, err
+		}
+		j, created, err := c.CreateJobTx(ctx, tx, j)
 		return jobCreated{j, created}, err
 	})
 	return r.j, r.created, err
@@ -301,14 +309,26 @@ func (s *Store) ReplaceJob(ctx context.Context, r jobs.JobReplacement) (jobs.Job
 	return c.j, c.created, err
 }
 
-// ListJobs implements jobs.Store.
-func (s *Store) ListJobs(ctx context.Context, afterID string, limit int) ([]jobs.Job, error) {
-	return call(s, ListJobs, func() ([]jobs.Job, error) { return s.inner.ListJobs(ctx, afterID, limit) })
+// ListJobs implements jobs.JobLister.
+func (s *Store) ListJobs(ctx context.Context, q jobs.JobQuery) ([]jobs.Job, error) {
+	return call(s, ListJobs, func() ([]jobs.Job, error) {
+		c, err := capability[jobs.JobLister](s, ListJobs)
+		if err != nil {
+			return nil, err
+		}
+		return c.ListJobs(ctx, q)
+	})
 }
 
-// StaleAttempts implements jobs.Store.
+// StaleAttempts implements jobs.ClaimStore.
 func (s *Store) StaleAttempts(ctx context.Context, q jobs.StaleQuery) ([]jobs.Attempt, error) {
-	return call(s, StaleAttempts, func() ([]jobs.Attempt, error) { return s.inner.StaleAttempts(ctx, q) })
+	return call(s, StaleAttempts, func() ([]jobs.Attempt, error) {
+		c, err := capability[jobs.ClaimStore](s, StaleAttempts)
+		if err != nil {
+			return nil, err
+		}
+		return c.StaleAttempts(ctx, q)
+	})
 }
 
 type attemptClaimed struct {
@@ -316,36 +336,79 @@ type attemptClaimed struct {
 	ok bool
 }
 
-// ClaimAttempt implements jobs.Store.
+// ClaimAttempt implements jobs.ClaimStore.
 func (s *Store) ClaimAttempt(ctx context.Context, c jobs.AttemptClaim) (jobs.Attempt, bool, error) {
 	r, err := call(s, ClaimAttempt, func() (attemptClaimed, error) {
-		a, ok, err := s.inner.ClaimAttempt(ctx, c)
+		cs, err := capability[jobs.ClaimStore](s, ClaimAttempt)
+		if err != nil {
+			return attemptClaimed{}, err
+		}
+		a, ok, err := cs.ClaimAttempt(ctx, c)
 		return attemptClaimed{a, ok}, err
 	})
 	return r.a, r.ok, err
 }
 
-// RenewClaim implements jobs.Store.
+// RenewClaim implements jobs.ClaimStore.
 func (s *Store) RenewClaim(ctx context.Context, c jobs.AttemptClaim) (bool, error) {
-	return call(s, RenewClaim, func() (bool, error) { return s.inner.RenewClaim(ctx, c) })
+	return call(s, RenewClaim, func() (bool, error) {
+		cs, err := capability[jobs.ClaimStore](s, RenewClaim)
+		if err != nil {
+			return false, err
+		}
+		return cs.RenewClaim(ctx, c)
+	})
 }
 
-// RecordVerification implements jobs.Store.
+// RecordVerification implements jobs.VerificationStore.
 func (s *Store) RecordVerification(ctx context.Context, v jobs.Verification) error {
 	_, err := call(s, RecordVerification, func() (struct{}, error) {
-		return struct{}{}, s.inner.RecordVerification(ctx, v)
+		c, err := capability[jobs.VerificationStore](s, RecordVerification)
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, c.RecordVerification(ctx, v)
 	})
 	return err
 }
 
-// Verifications implements jobs.Store.
+// Verifications implements jobs.VerificationStore.
 func (s *Store) Verifications(ctx context.Context, f jobs.VerificationFilter) ([]jobs.Verification, error) {
-	return call(s, Verifications, func() ([]jobs.Verification, error) { return s.inner.Verifications(ctx, f) })
+	return call(s, Verifications, func() ([]jobs.Verification, error) {
+		c, err := capability[jobs.VerificationStore](s, Verifications)
+		if err != nil {
+			return nil, err
+		}
+		return c.Verifications(ctx, f)
+	})
 }
 
-// PurgeJobs implements jobs.Store.
+// PurgeJobs implements jobs.PurgeStore.
 func (s *Store) PurgeJobs(ctx context.Context, q jobs.PurgeQuery) (jobs.PurgeCount, error) {
-	return call(s, PurgeJobs, func() (jobs.PurgeCount, error) { return s.inner.PurgeJobs(ctx, q) })
+	return call(s, PurgeJobs, func() (jobs.PurgeCount, error) {
+		c, err := capability[jobs.PurgeStore](s, PurgeJobs)
+		if err != nil {
+			return jobs.PurgeCount{}, err
+		}
+		return c.PurgeJobs(ctx, q)
+	})
 }
 
-var _ jobs.Store = (*Store)(nil)
+// capability returns the wrapped store as the capability C, for the
+// method m, or an error matching errors.ErrUnsupported if it lacks it.
+func capability[C any](s *Store, m Method) (C, error) {
+	c, ok := s.inner.(C)
+	if !ok {
+		return c, fmt.Errorf("faultstore: %s: the wrapped %T does not have it: %w", m, s.inner, errors.ErrUnsupported)
+	}
+	return c, nil
+}
+
+var (
+	_ jobs.Store             = (*Store)(nil)
+	_ jobs.TxStore           = (*Store)(nil)
+	_ jobs.JobLister         = (*Store)(nil)
+	_ jobs.ClaimStore        = (*Store)(nil)
+	_ jobs.VerificationStore = (*Store)(nil)
+	_ jobs.PurgeStore        = (*Store)(nil)
+)

@@ -21,21 +21,26 @@ import (
 )
 
 // TestMethodsListsEveryStoreMethod: Methods, which Config.Rates and Stats
-// are keyed by, names each method of jobs.Store once, and nothing else.
+// are keyed by, names each method of jobs.Store and of the capabilities
+// faultstore wraps once, and nothing else.
 func TestMethodsListsEveryStoreMethod(t *testing.T) {
 	t.Parallel()
 	var want []string
-	store := reflect.TypeFor[jobs.Store]()
-	for i := range store.NumMethod() {
-		want = append(want, store.Method(i).Name)
+	for _, iface := range []reflect.Type{reflect.TypeFor[jobs.Store](), reflect.TypeFor[jobs.TxStore](),
+		reflect.TypeFor[jobs.JobLister](), reflect.TypeFor[jobs.ClaimStore](), reflect.TypeFor[jobs.VerificationStore](),
+		reflect.TypeFor[jobs.PurgeStore]()} {
+		for i := range iface.NumMethod() {
+			want = append(want, iface.Method(i).Name)
+		}
 	}
+	slices.Sort(want)
 	var got []string
 	for _, m := range faultstore.Methods {
 		got = append(got, string(m))
 	}
 	slices.Sort(got)
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("faultstore.Methods against the methods of jobs.Store (-store +Methods):\n%s", diff)
+		t.Errorf("faultstore.Methods against the methods of testdb.Store (-store +Methods):\n%s", diff)
 	}
 }
 
@@ -92,7 +97,7 @@ func newWorld(t *testing.T, inner jobs.SQLStore) *world {
 }
 
 // staleIDs lists the open attempts not claimed beyond at.
-func staleIDs(t *testing.T, s jobs.Store, at time.Time) []string {
+func staleIDs(t *testing.T, s testdb.Store, at time.Time) []string {
 	t.Helper()
 	as, err := s.StaleAttempts(context.WithoutCancel(t.Context()), jobs.StaleQuery{UnknownBefore: t0.Add(time.Hour),
 		OpenBefore: t0.Add(time.Hour), UnclaimedAt: at, Limit: 100})
@@ -116,7 +121,7 @@ type contents struct {
 	UnclaimedLate []string // at t0+1m, when the world's claim ends
 }
 
-func read(t *testing.T, s jobs.Store) contents {
+func read(t *testing.T, s testdb.Store) contents {
 	t.Helper()
 	ctx := context.WithoutCancel(t.Context())
 	snap, err := invariant.TakeSnapshot(ctx, s)
@@ -134,14 +139,14 @@ func read(t *testing.T, s jobs.Store) contents {
 // reports whether the call's write is in the store underneath.
 type methodCase struct {
 	method  faultstore.Method
-	call    func(ctx context.Context, s jobs.Store, w *world) error
-	written func(t *testing.T, inner jobs.Store, w *world) bool
+	call    func(ctx context.Context, s testdb.Store, w *world) error
+	written func(t *testing.T, inner testdb.Store, w *world) bool
 }
 
 var freshJob = jobs.Job{ID: "job_01NEW", Owner: "o", Key: "new", Kind: "k", Provider: "p", Params: json.RawMessage(`{}`),
 	Fingerprint: "f", State: jobs.JobPending, Version: 1, CreatedAt: t0, UpdatedAt: t0}
 
-func jobExists(t *testing.T, s jobs.Store, owner, key string) bool {
+func jobExists(t *testing.T, s testdb.Store, owner, key string) bool {
 	t.Helper()
 	_, err := s.JobByKey(context.WithoutCancel(t.Context()), owner, key)
 	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
@@ -150,7 +155,7 @@ func jobExists(t *testing.T, s jobs.Store, owner, key string) bool {
 	return err == nil
 }
 
-func mustJob(t *testing.T, s jobs.Store, id string) jobs.Job {
+func mustJob(t *testing.T, s testdb.Store, id string) jobs.Job {
 	t.Helper()
 	j, err := s.Job(context.WithoutCancel(t.Context()), id)
 	if err != nil {
@@ -161,115 +166,115 @@ func mustJob(t *testing.T, s jobs.Store, id string) jobs.Job {
 
 func methodCases() []methodCase {
 	return []methodCase{
-		{faultstore.CreateJob, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.CreateJob, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, _, err := s.CreateJob(ctx, freshJob)
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool { return jobExists(t, inner, "o", "new") }},
-		{faultstore.CreateJobTx, func(ctx context.Context, s jobs.Store, w *world) error {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool { return jobExists(t, inner, "o", "new") }},
+		{faultstore.CreateJobTx, func(ctx context.Context, s testdb.Store, w *world) error {
 			tx, err := w.db.BeginTx(ctx, nil)
 			if err != nil {
 				return err
 			}
-			_, _, err = s.CreateJobTx(ctx, tx, freshJob)
+			_, _, err = s.(jobs.TxStore).CreateJobTx(ctx, tx, freshJob)
 			// Commit whatever the call did: an After fault's write is in tx.
 			if cerr := tx.Commit(); cerr != nil {
 				return errors.Join(err, cerr)
 			}
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool { return jobExists(t, inner, "o", "new") }},
-		{faultstore.ReplaceJob, func(ctx context.Context, s jobs.Store, w *world) error {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool { return jobExists(t, inner, "o", "new") }},
+		{faultstore.ReplaceJob, func(ctx context.Context, s testdb.Store, w *world) error {
 			j := freshJob
 			j.Key = "cancelled"
 			_, _, err := s.ReplaceJob(ctx, jobs.JobReplacement{OldID: w.cancelled.ID, From: []jobs.JobState{jobs.JobCancelled}, New: j})
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
 			return mustJob(t, inner, w.cancelled.ID).ReplacedBy == freshJob.ID
 		}},
-		{faultstore.Job, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.Job, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.Job(ctx, w.running.ID)
 			return err
 		}, nil},
-		{faultstore.JobByKey, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.JobByKey, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.JobByKey(ctx, "o", "running")
 			return err
 		}, nil},
-		{faultstore.ListJobs, func(ctx context.Context, s jobs.Store, w *world) error {
-			_, err := s.ListJobs(ctx, "", 10)
+		{faultstore.ListJobs, func(ctx context.Context, s testdb.Store, w *world) error {
+			_, err := s.ListJobs(ctx, jobs.JobQuery{Limit: 10})
 			return err
 		}, nil},
-		{faultstore.CloseJob, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.CloseJob, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.CloseJob(ctx, jobs.JobClose{ID: w.pending.ID, To: jobs.JobCancelled, Reason: "stop", At: t0})
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
 			return mustJob(t, inner, w.pending.ID).State == jobs.JobCancelled
 		}},
-		{faultstore.Attempt, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.Attempt, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.Attempt(ctx, w.runningAttempt.ID)
 			return err
 		}, nil},
-		{faultstore.Attempts, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.Attempts, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.Attempts(ctx, w.running.ID)
 			return err
 		}, nil},
-		{faultstore.CreateAttempt, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.CreateAttempt, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.CreateAttempt(ctx, jobs.NewAttempt{ID: "att_01NEW", JobID: w.pending.ID, At: t0})
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
 			return mustJob(t, inner, w.pending.ID).Attempts == 1
 		}},
-		{faultstore.UpdateAttempt, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.UpdateAttempt, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.UpdateAttempt(ctx, jobs.AttemptUpdate{ID: w.runningAttempt.ID, From: []jobs.AttemptState{jobs.AttemptRunning},
 				To: jobs.AttemptFailed, Reason: "declined", At: t0})
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
 			a, err := inner.Attempt(context.WithoutCancel(t.Context()), w.runningAttempt.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
 			return a.State == jobs.AttemptFailed
 		}},
-		{faultstore.CompleteAttempt, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.CompleteAttempt, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, _, err := s.CompleteAttempt(ctx, jobs.Completion{AttemptID: w.runningAttempt.ID, Result: json.RawMessage(`{"ok":true}`), At: t0})
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
 			return mustJob(t, inner, w.running.ID).State == jobs.JobSucceeded
 		}},
-		{faultstore.StaleAttempts, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.StaleAttempts, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.StaleAttempts(ctx, jobs.StaleQuery{UnknownBefore: t0.Add(time.Hour), OpenBefore: t0.Add(time.Hour), Limit: 10})
 			return err
 		}, nil},
-		{faultstore.ClaimAttempt, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.ClaimAttempt, func(ctx context.Context, s testdb.Store, w *world) error {
 			a := w.runningAttempt
 			_, _, err := s.ClaimAttempt(ctx, jobs.AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
 				Token: "clm_new", At: t0, Until: t0.Add(time.Minute)})
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
 			return !slices.Contains(staleIDs(t, inner, t0), w.runningAttempt.ID)
 		}},
-		{faultstore.RenewClaim, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.RenewClaim, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.RenewClaim(ctx, jobs.AttemptClaim{ID: w.claimedAttempt.ID, Token: claimToken, Until: t0.Add(2 * time.Minute)})
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
 			return !slices.Contains(staleIDs(t, inner, t0.Add(time.Minute)), w.claimedAttempt.ID)
 		}},
-		{faultstore.RecordVerification, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.RecordVerification, func(ctx context.Context, s testdb.Store, w *world) error {
 			return s.RecordVerification(ctx, jobs.Verification{ID: "ver_01NEW", Provider: "p2", Kind: "k", ContractVersion: "v1",
 				Passed: true, VerifiedAt: t0})
-		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
 			vs, err := inner.Verifications(context.WithoutCancel(t.Context()), jobs.VerificationFilter{Provider: "p2"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			return len(vs) == 1
 		}},
-		{faultstore.Verifications, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.Verifications, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.Verifications(ctx, jobs.VerificationFilter{Kind: "k"})
 			return err
 		}, nil},
-		{faultstore.PurgeJobs, func(ctx context.Context, s jobs.Store, w *world) error {
+		{faultstore.PurgeJobs, func(ctx context.Context, s testdb.Store, w *world) error {
 			_, err := s.PurgeJobs(ctx, jobs.PurgeQuery{Before: t0.Add(time.Hour), Limit: 10})
 			return err
-		}, func(t *testing.T, inner jobs.Store, w *world) bool {
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
 			_, err := inner.Job(context.WithoutCancel(t.Context()), w.cancelled.ID)
 			if err != nil && !errors.Is(err, jobs.ErrNotFound) {
 				t.Fatal(err)

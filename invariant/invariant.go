@@ -16,7 +16,7 @@
 //
 // Operators run the same check on a database with `jobsctl check`.
 //
-// A Snapshot is read page by page through Store.ListJobs and Store.Attempts,
+// A Snapshot is read page by page through JobLister.ListJobs and Store.Attempts,
 // not in one transaction, so Check is meant for a store whose writers have
 // stopped: a job written to between the read of its row and the read of its
 // attempts can look inconsistent. CheckTransitions looks at each job and
@@ -51,12 +51,18 @@ type Snapshot struct {
 	Attempts map[string][]jobs.Attempt // by job ID
 }
 
+// Store is what the checks read: a store that can list its jobs.
+type Store interface {
+	jobs.Store
+	jobs.JobLister
+}
+
 // TakeSnapshot reads every job and attempt of s.
-func TakeSnapshot(ctx context.Context, s jobs.Store) (*Snapshot, error) {
+func TakeSnapshot(ctx context.Context, s Store) (*Snapshot, error) {
 	snap := &Snapshot{Attempts: map[string][]jobs.Attempt{}}
 	after := ""
 	for {
-		page, err := s.ListJobs(ctx, after, 500)
+		page, err := s.ListJobs(ctx, jobs.JobQuery{After: after, Limit: 500})
 		if err != nil {
 			return nil, err
 		}
@@ -78,7 +84,7 @@ func TakeSnapshot(ctx context.Context, s jobs.Store) (*Snapshot, error) {
 
 // Check reads s (see TakeSnapshot) and reports every violation of the
 // invariants found in it (see Snapshot.Check). An empty result means none.
-func Check(ctx context.Context, s jobs.Store) ([]Violation, error) {
+func Check(ctx context.Context, s Store) ([]Violation, error) {
 	snap, err := TakeSnapshot(ctx, s)
 	if err != nil {
 		return nil, err

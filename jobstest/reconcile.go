@@ -27,7 +27,7 @@ func testReconcile(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	e.clock.Advance(time.Minute)
 	fresh := e.start(e.newJob().ID, "")
 
-	stale, err := e.store.StaleAttempts(e.ctx, jobs.StaleQuery{UnknownBefore: e.clock.Now(), OpenBefore: fresh.CreatedAt, Limit: 10})
+	stale, err := e.claims().StaleAttempts(e.ctx, jobs.StaleQuery{UnknownBefore: e.clock.Now(), OpenBefore: fresh.CreatedAt, Limit: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func testReconcile(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	if len(got) != 2 || got[unknown.ID].ID == "" || got[starting.ID].ID == "" {
 		t.Fatalf("StaleAttempts = %v; want the unknown and the old starting attempt only", stale)
 	}
-	if _, ok, err := e.store.ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: done.ID, State: jobs.AttemptStarting,
+	if _, ok, err := e.claims().ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: done.ID, State: jobs.AttemptStarting,
 		UpdatedAt: done.UpdatedAt, Token: "clm_done", At: e.clock.Now(), Until: e.clock.Now().Add(time.Minute)}); ok || err != nil {
 		t.Errorf("ClaimAttempt on a failed attempt = %v, %v; want false", ok, err)
 	}
@@ -55,7 +55,7 @@ func testReconcile(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	claimed := make([]bool, racers)
 	as := make([]jobs.Attempt, racers)
 	release(racers, func(i int) {
-		as[i], claimed[i], errs[i] = e.store.ClaimAttempt(e.ctx, claim(fmt.Sprintf("clm_racer%d", i), now, lease))
+		as[i], claimed[i], errs[i] = e.claims().ClaimAttempt(e.ctx, claim(fmt.Sprintf("clm_racer%d", i), now, lease))
 	})
 	first := ""
 	for i := range claimed {
@@ -81,7 +81,7 @@ func testReconcile(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	listed := func(q jobs.StaleQuery) bool {
 		t.Helper()
 		q.UnknownBefore, q.OpenBefore, q.Limit = now.Add(time.Hour), fresh.CreatedAt, 10
-		as, err := e.store.StaleAttempts(e.ctx, q)
+		as, err := e.claims().StaleAttempts(e.ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,11 +97,11 @@ func testReconcile(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	}
 
 	// The lease holds to its end; then another claim takes the attempt over.
-	if _, ok, err := e.store.ClaimAttempt(e.ctx, claim("clm_early", lease.Add(-time.Microsecond), lease.Add(time.Minute))); ok || err != nil {
+	if _, ok, err := e.claims().ClaimAttempt(e.ctx, claim("clm_early", lease.Add(-time.Microsecond), lease.Add(time.Minute))); ok || err != nil {
 		t.Errorf("a claim before the lease ended = %v, %v; want false", ok, err)
 	}
 	second := "clm_takeover"
-	if _, ok, err := e.store.ClaimAttempt(e.ctx, claim(second, lease, lease.Add(time.Minute))); !ok || err != nil {
+	if _, ok, err := e.claims().ClaimAttempt(e.ctx, claim(second, lease, lease.Add(time.Minute))); !ok || err != nil {
 		t.Fatalf("a claim once the lease ended = %v, %v; want true", ok, err)
 	}
 
@@ -117,7 +117,7 @@ func testReconcile(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	if !errors.Is(err, jobs.ErrClaimLost) {
 		t.Errorf("CompleteAttempt with a taken-over claim = %v, want ErrClaimLost", err)
 	}
-	if ok, err := e.store.RenewClaim(e.ctx, jobs.AttemptClaim{ID: target.ID, Token: first, Until: lease.Add(time.Hour)}); ok || err != nil {
+	if ok, err := e.claims().RenewClaim(e.ctx, jobs.AttemptClaim{ID: target.ID, Token: first, Until: lease.Add(time.Hour)}); ok || err != nil {
 		t.Errorf("RenewClaim with a taken-over claim = %v, %v; want false", ok, err)
 	}
 	if a, j := e.attempt(target.ID), e.job(target.JobID); !cmp.Equal(a, before) || !cmp.Equal(j, beforeJob) {
@@ -126,7 +126,7 @@ func testReconcile(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 
 	// The holder renews its claim (to look again sooner), then resolves.
 	soon := lease.Add(10 * time.Second)
-	if ok, err := e.store.RenewClaim(e.ctx, jobs.AttemptClaim{ID: target.ID, Token: second, Until: soon}); !ok || err != nil {
+	if ok, err := e.claims().RenewClaim(e.ctx, jobs.AttemptClaim{ID: target.ID, Token: second, Until: soon}); !ok || err != nil {
 		t.Errorf("RenewClaim by the holder = %v, %v; want true", ok, err)
 	}
 	if listed(jobs.StaleQuery{UnclaimedAt: soon.Add(-time.Microsecond)}) || !listed(jobs.StaleQuery{UnclaimedAt: soon}) {
@@ -147,7 +147,7 @@ func testReconcile(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	// over a reconciler's claim, which then finds the attempt resolved.
 	held := got[starting.ID]
 	hc := jobs.AttemptClaim{ID: held.ID, State: held.State, UpdatedAt: held.UpdatedAt, Token: "clm_held", At: now, Until: lease}
-	if _, ok, err := e.store.ClaimAttempt(e.ctx, hc); !ok || err != nil {
+	if _, ok, err := e.claims().ClaimAttempt(e.ctx, hc); !ok || err != nil {
 		t.Fatalf("ClaimAttempt = %v, %v", ok, err)
 	}
 	if _, err := e.m.Complete(e.ctx, held.ID, json.RawMessage(`{"runner":true}`)); err != nil {

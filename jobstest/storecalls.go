@@ -61,12 +61,12 @@ func testStoreRefusals(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 			{"CloseJob to no state", "To", closeJob("")},
 			// A claim without a token could not be told from a runner's writes.
 			{"ClaimAttempt without a token", "Token", func() error {
-				_, _, err := e.store.ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: live.ID, State: live.State,
+				_, _, err := e.claims().ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: live.ID, State: live.State,
 					UpdatedAt: live.UpdatedAt, At: now, Until: now.Add(1e9)})
 				return err
 			}},
 			{"RenewClaim without a token", "Token", func() error {
-				_, err := e.store.RenewClaim(e.ctx, jobs.AttemptClaim{ID: live.ID, Until: now.Add(1e9)})
+				_, err := e.claims().RenewClaim(e.ctx, jobs.AttemptClaim{ID: live.ID, Until: now.Add(1e9)})
 				return err
 			}},
 		}
@@ -107,7 +107,7 @@ func testStoreRefusals(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		for _, s := range terminal {
 			a := ended[s]
 			before := e.snapshot()
-			got, ok, err := e.store.ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
+			got, ok, err := e.claims().ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
 				Token: "tok-" + string(s), At: now, Until: now.Add(60e9)})
 			if ok || err != nil || got.ID != "" {
 				t.Errorf("ClaimAttempt on a %s attempt = %s, %v, %v; want nothing claimed", s, got.ID, ok, err)
@@ -125,7 +125,7 @@ func testStoreRefusals(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 // snapshot returns every job and attempt the store holds.
 func (e *env) snapshot() *invariant.Snapshot {
 	e.t.Helper()
-	snap, err := invariant.TakeSnapshot(e.ctx, e.store)
+	snap, err := invariant.TakeSnapshot(e.ctx, e.readable())
 	if err != nil {
 		e.t.Fatalf("snapshot: %v", err)
 	}

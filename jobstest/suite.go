@@ -21,49 +21,80 @@ import (
 )
 
 // Run runs the conformance suite. newStore must return a new, empty store
-// each time it is called, cleaned up when t ends.
+// each time it is called, cleaned up when t ends. The store must be a
+// jobs.JobLister as well as a jobs.Store: the suite reads everything it
+// stored to see that refused calls wrote nothing and that the invariants
+// hold. The cases of every other capability run where the store has it
+// (see Capabilities).
 func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
-	cases := []struct {
-		name string
-		fn   func(t *testing.T, newStore func(t testing.TB) jobs.Store)
-	}{
-		{"DoubleClick", testDoubleClick},
-		{"AfterNewKeys", testAfterNewKeys},
-		{"AfterReplays", testAfterReplays},
-		{"SameIntent", testSameIntent},
-		{"KeyConflict", testKeyConflict},
-		{"KeyReuse", testKeyReuse},
-		{"OwnersAreSeparate", testOwnersAreSeparate},
-		{"InvalidInput", testInvalidInput},
-		{"CancelledContext", testCancelledContext},
-		{"NotFound", testNotFound},
-		{"StartAttemptRules", testStartAttemptRules},
-		{"StartAttemptRace", testStartAttemptRace},
-		{"TimeoutBlocksUntilResolved", testTimeoutBlocks},
-		{"FinishingOrderDecides", testFinishingOrder},
-		{"CompleteRace", testCompleteRace},
-		{"CancelRacesComplete", testCancelRacesComplete},
-		{"CompleteReturnsRows", testCompleteReturnsRows},
-		{"AttemptTransitions", testAttemptTransitions},
-		{"JobTransitions", testJobTransitions},
-		{"RetrySafety", testRetrySafety},
-		{"OneAttemptInDoubt", testOneInDoubt},
-		{"MarkUnknownRacesHedge", testMarkUnknownRacesHedge},
-		{"UnknownAttemptLearnsReference", testUnknownLearnsReference},
-		{"ReferenceRace", testReferenceRace},
-		{"SubmitTx", testSubmitTx},
-		{"Reads", testReads},
-		{"Verification", testVerification},
-		{"Purge", testPurge},
-		{"Reconcile", testReconcile},
-		{"StoreRefusals", testStoreRefusals},
+	probe := newStore(t)
+	if _, ok := probe.(jobs.JobLister); !ok {
+		t.Fatalf("jobstest: a %T is not a jobs.JobLister: the suite reads every job it stored to check the invariants", probe)
 	}
+	has := Capabilities(probe)
 	for _, c := range cases {
+		if c.needs != "" && !has[c.needs] {
+			t.Run(c.name, func(t *testing.T) { t.Skipf("the store is not a %s", c.needs) })
+			continue
+		}
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.fn(t, newStore)
 		})
 	}
+}
+
+// Capabilities reports which of the optional interfaces of package jobs
+// the store implements, by name ("TxStore", "ClaimStore", …): the cases of
+// each run only where it is true.
+func Capabilities(s jobs.Store) map[string]bool {
+	_, tx := s.(jobs.TxStore)
+	_, lister := s.(jobs.JobLister)
+	_, claims := s.(jobs.ClaimStore)
+	_, verifications := s.(jobs.VerificationStore)
+	_, purge := s.(jobs.PurgeStore)
+	_, notifier := s.(jobs.CloseNotifier)
+	return map[string]bool{"TxStore": tx, "JobLister": lister, "ClaimStore": claims,
+		"VerificationStore": verifications, "PurgeStore": purge, "CloseNotifier": notifier}
+}
+
+// cases are the suite's cases, each with the capability it needs, if any.
+var cases = []struct {
+	name  string
+	needs string
+	fn    func(t *testing.T, newStore func(t testing.TB) jobs.Store)
+}{
+	{"DoubleClick", "", testDoubleClick},
+	{"AfterNewKeys", "", testAfterNewKeys},
+	{"AfterReplays", "", testAfterReplays},
+	{"SameIntent", "", testSameIntent},
+	{"KeyConflict", "", testKeyConflict},
+	{"KeyReuse", "", testKeyReuse},
+	{"OwnersAreSeparate", "", testOwnersAreSeparate},
+	{"InvalidInput", "", testInvalidInput},
+	{"CancelledContext", "", testCancelledContext},
+	{"NotFound", "", testNotFound},
+	{"StartAttemptRules", "", testStartAttemptRules},
+	{"StartAttemptRace", "", testStartAttemptRace},
+	{"TimeoutBlocksUntilResolved", "", testTimeoutBlocks},
+	{"FinishingOrderDecides", "", testFinishingOrder},
+	{"CompleteRace", "", testCompleteRace},
+	{"CancelRacesComplete", "", testCancelRacesComplete},
+	{"CompleteReturnsRows", "", testCompleteReturnsRows},
+	{"AttemptTransitions", "", testAttemptTransitions},
+	{"JobTransitions", "", testJobTransitions},
+	{"RetrySafety", "", testRetrySafety},
+	{"OneAttemptInDoubt", "", testOneInDoubt},
+	{"MarkUnknownRacesHedge", "", testMarkUnknownRacesHedge},
+	{"UnknownAttemptLearnsReference", "", testUnknownLearnsReference},
+	{"ReferenceRace", "", testReferenceRace},
+	{"Reads", "", testReads},
+	{"StoreRefusals", "", testStoreRefusals},
+	{"ListJobs", "JobLister", testListJobs},
+	{"SubmitTx", "", testSubmitTx},
+	{"Verification", "VerificationStore", testVerification},
+	{"Purge", "PurgeStore", testPurge},
+	{"Reconcile", "ClaimStore", testReconcile},
 }
 
 // env is what one case needs.
@@ -173,10 +204,33 @@ func (e *env) countJobs() int {
 	return len(e.snapshot().Jobs)
 }
 
+// claims returns the store as a ClaimStore; the cases that call it run
+// only on stores that have it.
+func (e *env) claims() jobs.ClaimStore {
+	e.t.Helper()
+	cs, ok := e.store.(jobs.ClaimStore)
+	if !ok {
+		e.t.Fatalf("a %T is not a jobs.ClaimStore", e.store)
+	}
+	return cs
+}
+
+// readable returns the store as package invariant reads it: the suite
+// reads every job to check the invariants, so a store under test must be a
+// JobLister (see Run).
+func (e *env) readable() invariant.Store {
+	e.t.Helper()
+	s, ok := e.store.(invariant.Store)
+	if !ok {
+		e.t.Fatalf("a %T is not a jobs.JobLister, which the suite needs to read what it stored", e.store)
+	}
+	return s
+}
+
 // checkInvariants fails the test on any violation in the store.
 func (e *env) checkInvariants() {
 	e.t.Helper()
-	vs, err := invariant.Check(context.WithoutCancel(e.ctx), e.store)
+	vs, err := invariant.Check(context.WithoutCancel(e.ctx), e.readable())
 	if err != nil {
 		e.t.Fatalf("invariant.Check: %v", err)
 	}

@@ -38,7 +38,7 @@ func Example() {
 	fmt.Println("second click creates a job:", created)
 	fmt.Println("both clicks get the same job:", again.ID == first.ID)
 
-	stored, err := m.Store().ListJobs(ctx, "", 10)
+	stored, err := m.Store().(jobs.JobLister).ListJobs(ctx, jobs.JobQuery{Limit: 10})
 	if err != nil {
 		log.Fatal(err)
 	}

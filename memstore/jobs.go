@@ -2,7 +2,6 @@ package memstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -53,13 +52,6 @@ func (s *Store) createJob(j jobs.Job) (jobs.Job, bool, error) {
 	return stored.export(), true, nil
 }
 
-// CreateJobTx implements jobs.Store. A memory store has no transaction of
-// the caller's to write in: it returns an error matching
-// errors.ErrUnsupported, and writes nothing.
-func (s *Store) CreateJobTx(context.Context, jobs.DBTX, jobs.Job) (jobs.Job, bool, error) {
-	return jobs.Job{}, false, fmt.Errorf("memstore: a job cannot be created in a transaction of the caller's: %w", errors.ErrUnsupported)
-}
-
 // Job implements jobs.Store.
 func (s *Store) Job(ctx context.Context, id string) (jobs.Job, error) {
 	if err := s.lock(ctx); err != nil {
@@ -86,22 +78,42 @@ func (s *Store) JobByKey(ctx context.Context, owner, key string) (jobs.Job, erro
 	return j.export(), nil
 }
 
-// ListJobs implements jobs.Store. A limit of zero or less lists nothing.
-func (s *Store) ListJobs(ctx context.Context, afterID string, limit int) ([]jobs.Job, error) {
+// ListJobs implements jobs.JobLister.
+func (s *Store) ListJobs(ctx context.Context, q jobs.JobQuery) ([]jobs.Job, error) {
+	if err := q.Check(); err != nil {
+		return nil, err
+	}
 	if err := s.lock(ctx); err != nil {
 		return nil, err
 	}
 	defer s.mu.Unlock()
-	i, found := slices.BinarySearch(s.ids, afterID)
-	if found {
-		i++ // strictly after afterID
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	ids := s.ids // in ID order
+	if q.Newest {
+		ids = slices.Clone(ids)
+		slices.Reverse(ids)
 	}
 	var out []jobs.Job
-	for _, id := range s.ids[i:] {
+	for _, id := range ids {
 		if len(out) >= limit {
 			break
 		}
-		out = append(out, s.jobs[id].export())
+		j := s.jobs[id]
+		switch {
+		case q.After != "" && !q.Newest && id <= q.After,
+			q.After != "" && q.Newest && id >= q.After,
+			q.Owner != "" && j.Owner != q.Owner,
+			len(q.States) > 0 && !slices.Contains(q.States, j.State),
+			q.Kind != "" && j.Kind != q.Kind,
+			q.Provider != "" && j.Provider != q.Provider,
+			!q.CreatedAfter.IsZero() && j.CreatedAt.Before(q.CreatedAfter),
+			!q.CreatedBefore.IsZero() && !j.CreatedAt.Before(q.CreatedBefore):
+			continue
+		}
+		out = append(out, j.export())
 	}
 	return out, nil
 }

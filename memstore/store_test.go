@@ -203,7 +203,7 @@ func TestSharesNoMemoryWithCallers(t *testing.T) {
 	scribble(params, result, j.Params, done.Params, done.Result, want.Params, want.Result)
 	replay, _, _ := f.s.CreateJob(f.ctx, jobs.Job{ID: "job_other", Owner: "o", Key: "copies", Params: json.RawMessage(`1`)})
 	byKey, _ := f.s.JobByKey(f.ctx, "o", "copies")
-	listed, _ := f.s.ListJobs(f.ctx, "", 100)
+	listed, _ := f.s.ListJobs(f.ctx, jobs.JobQuery{})
 	for _, l := range listed {
 		scribble(l.Params, l.Result)
 	}
@@ -232,7 +232,10 @@ func TestCancelledContextRunsNothing(t *testing.T) {
 		}},
 		{"Job", func(ctx context.Context, f *fixture) error { _, err := f.s.Job(ctx, f.pending.ID); return err }},
 		{"JobByKey", func(ctx context.Context, f *fixture) error { _, err := f.s.JobByKey(ctx, "o", "pending"); return err }},
-		{"ListJobs", func(ctx context.Context, f *fixture) error { _, err := f.s.ListJobs(ctx, "", 10); return err }},
+		{"ListJobs", func(ctx context.Context, f *fixture) error {
+			_, err := f.s.ListJobs(ctx, jobs.JobQuery{Limit: 10})
+			return err
+		}},
 		{"CloseJob", func(ctx context.Context, f *fixture) error {
 			_, err := f.s.CloseJob(ctx, jobs.JobClose{ID: f.pending.ID, To: jobs.JobCancelled, At: f.clock.Now()})
 			return err

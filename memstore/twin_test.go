@@ -100,7 +100,7 @@ type claim struct {
 // side is one store and what the calls so far made in it.
 type side struct {
 	name     string
-	store    jobs.Store
+	store    testdb.Store
 	m        *jobs.Manager
 	jobs     map[string]string // job IDs by key
 	attempts []string          // attempt IDs, in order of creation
@@ -116,9 +116,9 @@ var chargeContract = jobs.Contract{Version: "v1", Validate: func(r json.RawMessa
 	return nil
 }}
 
-func newTwin(t *testing.T, mem, sql jobs.Store, sqlName string, r *rand.Rand) *twin {
+func newTwin(t *testing.T, mem, sql testdb.Store, sqlName string, r *rand.Rand) *twin {
 	w := &twin{t: t, r: r, ctx: context.Background(), clock: jobstest.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))}
-	for i, s := range []jobs.Store{mem, sql} {
+	for i, s := range []testdb.Store{mem, sql} {
 		m := jobstest.NewManager(t, s, jobs.Options{Clock: w.clock, Logger: slog.New(slog.DiscardHandler),
 			Contracts: map[string]jobs.Contract{"charge": chargeContract, "refund": chargeContract}})
 		w.sides[i] = &side{name: []string{"memstore", sqlName}[i], store: s, m: m,

@@ -142,7 +142,7 @@ func TestRunnerTimeoutIsResolvedByReconcilerLookupByKey(t *testing.T) {
 	if calls, lookups := acme.counts(); calls != 1 || lookups != 3 {
 		t.Errorf("provider called %d times and asked %d times; want 1 call and 3 lookups", calls, lookups)
 	}
-	if vs, err := invariant.Check(ctx, m.Store()); err != nil || len(vs) > 0 {
+	if vs, err := invariant.Check(ctx, m.Store().(invariant.Store)); err != nil || len(vs) > 0 {
 		t.Errorf("CheckInvariants = %v, %v", vs, err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -478,7 +479,7 @@ func tallyFailover(t *testing.T, evs []failoverEvent) *failoverTally {
 
 // breaches compares every answer the callers were given with what the
 // store holds.
-func (tl *failoverTally) breaches(t *testing.T, store jobs.Store) []breach {
+func (tl *failoverTally) breaches(t *testing.T, store testdb.Store) []breach {
 	t.Helper()
 	ctx := context.Background()
 	var bs []breach
@@ -547,7 +548,7 @@ func (tl *failoverTally) breaches(t *testing.T, store jobs.Store) []breach {
 // watchFailoverTransitions is watchTransitions for a store that may answer
 // from a primary about to lose what it acknowledged: its violations are
 // breaches, with the times the two snapshots spanned, for run.judge.
-func watchFailoverTransitions(s jobs.Store, interval time.Duration) (stop func() (snapshots int, bs []breach)) {
+func watchFailoverTransitions(s testdb.Store, interval time.Duration) (stop func() (snapshots int, bs []breach)) {
 	watch := watchSnapshots(s, interval)
 	return func() (int, []breach) {
 		snapshots, vs, err := watch()
@@ -565,7 +566,7 @@ func watchFailoverTransitions(s jobs.Store, interval time.Duration) (stop func()
 // reconcileLeftovers runs a reconciler an hour ahead of time until it finds
 // nothing more to examine, and returns the states it resolved attempts
 // from. Attempts whose StartAttempt answer was lost stay starting: its part.
-func reconcileLeftovers(t *testing.T, store jobs.Store) map[jobs.AttemptState]int {
+func reconcileLeftovers(t *testing.T, store testdb.Store) map[jobs.AttemptState]int {
 	t.Helper()
 	quiet := slog.New(slog.DiscardHandler)
 	later, err := jobs.New(store, jobs.Options{Logger: quiet, Clock: jobstest.NewClock(time.Now().Add(time.Hour))})

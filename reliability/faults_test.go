@@ -16,6 +16,7 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/faultstore"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -286,7 +287,7 @@ func TestInjectedFaults(t *testing.T) {
 }
 
 // checkLedger compares what callers were told with what store holds.
-func checkLedger(t *testing.T, store jobs.Store, l *ledger) {
+func checkLedger(t *testing.T, store testdb.Store, l *ledger) {
 	t.Helper()
 	for _, p := range l.problems {
 		t.Error(p)

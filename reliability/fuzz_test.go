@@ -103,7 +103,7 @@ func FuzzSubmit(f *testing.F) {
 	f.Add("alice", "k1", "charge", "p1", []byte(`{"amount":1}`))
 	f.Add("alice", "'; DROP TABLE jobs; --", "charge", "p1", []byte(`{}`))
 	f.Add("alice", "%", "charge", "p1", []byte(`null`))
-	stores := []jobs.Store{testdb.NewSQLite(f)}
+	stores := []testdb.Store{testdb.NewSQLite(f)}
 	if pg := postgresIfConfigured(f); pg != nil {
 		stores = append(stores, pg)
 	}
@@ -114,7 +114,7 @@ func FuzzSubmit(f *testing.F) {
 	})
 }
 
-func checkSubmit(t *testing.T, s jobs.Store, req jobs.SubmitRequest) {
+func checkSubmit(t *testing.T, s testdb.Store, req jobs.SubmitRequest) {
 	t.Helper()
 	ctx := context.Background()
 	m, err := jobs.New(s, jobs.Options{})
@@ -147,11 +147,11 @@ func checkSubmit(t *testing.T, s jobs.Store, req jobs.SubmitRequest) {
 	}
 }
 
-func countJobs(t *testing.T, s jobs.Store) int {
+func countJobs(t *testing.T, s testdb.Store) int {
 	t.Helper()
 	n, after := 0, ""
 	for {
-		page, err := s.ListJobs(context.Background(), after, 1000)
+		page, err := s.ListJobs(context.Background(), jobs.JobQuery{After: after, Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +165,7 @@ func countJobs(t *testing.T, s jobs.Store) int {
 
 // postgresIfConfigured returns a PostgreSQL store when the test database is
 // configured, and nil (no skip) otherwise.
-func postgresIfConfigured(tb testing.TB) jobs.Store {
+func postgresIfConfigured(tb testing.TB) testdb.Store {
 	if !postgresConfigured() {
 		return nil
 	}

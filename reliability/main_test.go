@@ -71,7 +71,7 @@ func retryStorage(n int, fn func() error) error {
 }
 
 // assertInvariants fails t if the store breaks an invariant.
-func assertInvariants(t testing.TB, s jobs.Store) *invariant.Snapshot {
+func assertInvariants(t testing.TB, s testdb.Store) *invariant.Snapshot {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -91,7 +91,7 @@ func assertInvariants(t testing.TB, s jobs.Store) *invariant.Snapshot {
 // last one and the end. Snapshots that fail for storage reasons (a test
 // that kills connections) are skipped. Call the returned function when the
 // load has stopped.
-func watchTransitions(t *testing.T, s jobs.Store, interval time.Duration) (stop func()) {
+func watchTransitions(t *testing.T, s testdb.Store, interval time.Duration) (stop func()) {
 	t.Helper()
 	watch := watchSnapshots(s, interval)
 	return func() {
@@ -118,7 +118,7 @@ type timedViolation struct {
 // invariant.CheckTransitions. Snapshots that fail with ErrStorage are
 // skipped; another error ends the watch. stop returns how many snapshots
 // were taken, the violations, and that error.
-func watchSnapshots(s jobs.Store, interval time.Duration) (stop func() (snapshots int, vs []timedViolation, err error)) {
+func watchSnapshots(s testdb.Store, interval time.Duration) (stop func() (snapshots int, vs []timedViolation, err error)) {
 	type timed struct {
 		snap       *invariant.Snapshot
 		start, end time.Time

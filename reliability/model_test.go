@@ -12,6 +12,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 )
@@ -62,7 +63,7 @@ func (j *modelJob) otherInDoubt(a *modelAttempt) bool {
 // machine drives one store and the model with the same random operations.
 type machine struct {
 	ctx   context.Context
-	store jobs.Store
+	store testdb.Store
 	m     *jobs.Manager
 	owner string
 

@@ -26,6 +26,17 @@ import (
 	"github.com/intentjobs/jobs"
 )
 
+// Store is a store with every capability the tests use but transactions of
+// the caller's (TxStore), which memstore lacks: what the SQL stores, the
+// memory store and a faultstore over any of them all are.
+type Store interface {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+}
+
 // Environment variables read by NewPostgres.
 const (
 	// EnvPostgresDSN points the tests at a PostgreSQL database, e.g.

@@ -187,16 +187,17 @@ func (a *App) Run(ctx context.Context) error {
 // hold to the workers, waiting for room as they work, so that however many
 // jobs are pending, only QueueSize of them wait in memory.
 func (a *App) sweepPending(ctx context.Context) error {
+	lister, ok := a.m.Store().(jobs.JobLister)
+	if !ok {
+		return fmt.Errorf("sweep: a %T cannot list its jobs", a.m.Store())
+	}
 	after := ""
 	for {
-		page, err := a.m.Store().ListJobs(ctx, after, 500)
+		page, err := lister.ListJobs(ctx, jobs.JobQuery{States: []jobs.JobState{jobs.JobPending}, After: after, Limit: 500})
 		if err != nil || len(page) == 0 {
 			return err
 		}
 		for _, j := range page {
-			if j.State != jobs.JobPending {
-				continue
-			}
 			if err := a.queue.put(ctx, j.ID); err != nil {
 				return err
 			}
