@@ -77,6 +77,14 @@ type Attempt struct {
 	FinishedAt time.Time `json:"finished_at"` // zero until terminal
 }
 
+// ProviderKey returns the idempotency key of the attempt's request at its
+// provider: the attempt's ID. Whoever calls the provider sends it with the
+// request (as package failover's Provider.Call does), and a reconciler
+// finds the request by it when no reference was recorded. Each attempt has
+// its own key, so that a retry or a failover (a new attempt) is a new
+// request, while a resent request of one attempt is not.
+func (a Attempt) ProviderKey() string { return a.ID }
+
 // AttemptOption configures StartAttempt.
 type AttemptOption func(*attemptOptions)
 

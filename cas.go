@@ -52,11 +52,25 @@ func (m *Manager) Complete(ctx context.Context, attemptID string, result json.Ra
 	return m.complete(ctx, attemptID, result, "")
 }
 
+// CompleteClaimed is Complete for the holder of a reconciler's claim on the
+// attempt (see ClaimStore), such as package failover's Reconciler:
+// claimToken names the claim, and the result is recorded, or refused by the
+// contract, only while the claim holds. The holder's call is never taken
+// for a repeat of an earlier one: if the attempt was resolved meanwhile it
+// gets ErrInvalidTransition, and if its claim was taken over, ErrClaimLost.
+// Anyone else calls Complete.
+//
+// Errors: those of Complete, and ErrClaimLost. An empty claimToken is
+// invalid input.
+func (m *Manager) CompleteClaimed(ctx context.Context, attemptID string, result json.RawMessage, claimToken string) (Job, error) {
+	if claimToken == "" {
+		return Job{}, invalid("claimToken", "empty")
+	}
+	return m.complete(ctx, attemptID, result, claimToken)
+}
+
 // complete is Complete for anyone (claimToken empty) or for the holder of a
-// reconciler's claim on the attempt (see Completion.ClaimToken). The
-// holder's call is never a repeat of an earlier one: if the attempt was
-// resolved meanwhile, it gets ErrInvalidTransition, and if its claim was
-// taken over, ErrClaimLost.
+// reconciler's claim on the attempt (CompleteClaimed).
 func (m *Manager) complete(ctx context.Context, attemptID string, result json.RawMessage, claimToken string) (Job, error) {
 	if err := m.checkID(ctx, "attempt ID", attemptID); err != nil {
 		return Job{}, err

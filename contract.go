@@ -92,7 +92,7 @@ func (m *Manager) checkContract(ctx context.Context, attemptID string, result js
 	if verr == nil {
 		return nil
 	}
-	reason := sanitizeReason(verr.Error())
+	reason := SanitizeReason(verr.Error())
 	cv := &ContractViolationError{JobID: a.JobID, AttemptID: a.ID, Kind: kind, Provider: a.Provider,
 		ContractVersion: c.Version, Reason: reason}
 	start := time.Now()
@@ -102,7 +102,7 @@ func (m *Manager) checkContract(ctx context.Context, attemptID string, result js
 		ID:         a.ID,
 		From:       attemptSources[AttemptFailed],
 		To:         AttemptFailed,
-		Reason:     sanitizeReason("contract " + c.Version + " violated: " + reason),
+		Reason:     SanitizeReason("contract " + c.Version + " violated: " + reason),
 		At:         m.now(),
 		ClaimToken: claimToken,
 	})
@@ -123,9 +123,13 @@ func (m *Manager) checkContract(ctx context.Context, attemptID string, result js
 	return cv
 }
 
-// sanitizeReason makes s storable as a reason: valid UTF-8 without NUL, cut
-// to the limit of a stored reason on a rune boundary.
-func sanitizeReason(s string) string {
+// SanitizeReason makes s storable as a reason, whatever text it comes from,
+// such as a provider's error message: invalid UTF-8 becomes U+FFFD, NUL
+// bytes are removed, and text beyond the limit of a stored reason (4096
+// bytes) is cut on a rune boundary and ends with "…". Fail, Cancel and
+// MarkUnknown accept what it returns, unless it begins with "result
+// dropped:", which is reserved for the results Complete drops.
+func SanitizeReason(s string) string {
 	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 	if len(s) <= maxTextBytes {
 		return s

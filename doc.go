@@ -187,8 +187,8 @@
 //
 //	v, err := m.VerifyProvider(ctx, "model-b", "summarize", roundTrip, jobs.ValidFor(24*time.Hour))
 //
-// Failover. A [Runner] calls the target first, then the fallbacks in
-// order, and fails over only where it is safe:
+// Failover. A Runner of package failover calls the target first, then the
+// fallbacks in order, and fails over only where it is safe:
 //
 //	what ended the attempt                 the Runner
 //	Definitive error: the provider         records it failed, tries the next
@@ -210,7 +210,7 @@
 // to the provider as its idempotency key: the reconciler looks an attempt up
 // by it when no reference was recorded.
 //
-//	r := &jobs.Runner{Manager: m, Providers: ps, Fallbacks: []string{"model-b"}, HedgeAfter: 10 * time.Second}
+//	r := &failover.Runner{Manager: m, Providers: ps, Fallbacks: []string{"model-b"}, HedgeAfter: 10 * time.Second}
 //	job, err := r.Run(ctx, jobID) // ErrAttemptInFlight: in doubt, left to the reconciler
 //
 // Once the job is won or closed by CancelJob, the calls still in flight run
@@ -218,18 +218,18 @@
 // its attempt lost or cancelled), unless Runner.AbandonLosers cancels them
 // (recording them cancelled on a won job, unknown on a closed one).
 //
-// Reconciliation. A [Reconciler] asks providers about unknown and stale
+// Reconciliation. A Reconciler of package failover asks providers about unknown and stale
 // attempts, by the reference recorded at running or else by the attempt's
 // idempotency key ([Attempt.ProviderKey], which Provider.Call sends), and
 // completes, fails or cancels them by the answer. Only evidence resolves an
 // attempt in doubt, never the clock: pending answers and failed lookups are
 // asked again, and an attempt whose provider cannot look it up
-// ([ErrLookupUnsupported]) is reported for an operator. Any number may run
+// (failover.ErrLookupUnsupported) is reported for an operator. Any number may run
 // at once: each claims an attempt, with a token and a lease stored with it,
 // before asking, and an answer whose claim was taken over is refused, so
 // that each attempt is resolved once:
 //
-//	rec := &jobs.Reconciler{Manager: m, Providers: ps, StaleAfter: 5 * time.Minute}
+//	rec := &failover.Reconciler{Manager: m, Providers: ps, StaleAfter: 5 * time.Minute}
 //	go rec.Run(ctx, 30*time.Second)
 //
 // # Retries and faults

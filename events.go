@@ -29,13 +29,11 @@ const (
 	EventPurged            EventType = "jobs.purged" // Count jobs and Attempts attempts removed by one Purge
 )
 
-// Event types of verification, hedging and reconciliation.
+// Event types of verification. Package failover adds those of hedging and
+// reconciliation, in the same stream (see Manager.Emit).
 const (
-	EventProviderVerified     EventType = "provider.verified"            // a verification passed
-	EventVerificationFailed   EventType = "provider.verification_failed" // a verification failed
-	EventHedgeStarted         EventType = "attempt.hedge_started"        // a Runner started a hedge after a silence
-	EventAttemptReconciled    EventType = "attempt.reconciled"           // a Reconciler resolved an attempt
-	EventAttemptNeedsOperator EventType = "attempt.needs_operator"       // a Reconciler cannot resolve an attempt in doubt: its provider cannot look it up
+	EventProviderVerified   EventType = "provider.verified"            // a verification passed
+	EventVerificationFailed EventType = "provider.verification_failed" // a verification failed
 )
 
 // Event describes one meaningful change, for metrics, traces and audit logs.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sync"
 	"time"
 )
@@ -17,11 +18,11 @@ const (
 
 // Options configures a Manager. The zero value is ready to use.
 type Options struct {
-	// Clock is the time source of the Manager and of the Runners and
-	// Reconcilers built on it: the times stored with jobs and attempts,
-	// silences, deadlines, claims and retention. Tests set a manual one
-	// (jobstest.Clock). Defaults to SystemClock. Times are stored in UTC
-	// with microsecond precision.
+	// Clock is the time source of the Manager and of what is built on it,
+	// such as package failover's Runners and Reconcilers: the times stored
+	// with jobs and attempts, silences, deadlines, claims and retention.
+	// Tests set a manual one (jobstest.Clock). Defaults to SystemClock.
+	// Times are stored in UTC with microsecond precision.
 	Clock Clock
 
 	// Logger receives lost races (at warning level) and other notable events.
@@ -126,6 +127,23 @@ func (m *Manager) now() time.Time { return m.opts.Clock.Now().UTC().Truncate(tim
 // Clock returns the Manager's clock (Options.Clock, or SystemClock).
 func (m *Manager) Clock() Clock { return m.opts.Clock }
 
+// Now returns the time by the Manager's clock as the store records it: in
+// UTC, to the microsecond. Code that writes to the store beside the
+// Manager, such as a reconciler's claims (package failover), stamps its
+// writes with it, so that they compare with the Manager's own.
+func (m *Manager) Now() time.Time { return m.now() }
+
+// Options returns the options the Manager runs with, the defaults New
+// filled in included (the Logger too). Layers built on the Manager, such as
+// package failover, read its clock, logger and WriteTimeout from it. The
+// Contracts map is a copy.
+func (m *Manager) Options() Options {
+	o := m.opts
+	o.Logger = m.logger
+	o.Contracts = maps.Clone(m.contracts)
+	return o
+}
+
 // Store returns the store the Manager writes to.
 func (m *Manager) Store() Store { return m.store }
 
@@ -161,6 +179,13 @@ func (m *Manager) checkID(ctx context.Context, field, id string) error {
 	}
 	return nil
 }
+
+// Emit sends e to the Manager's Observer, stamped with the time by the
+// Manager's clock, as the Manager's own events are. It is for layers built
+// on the Manager, such as package failover, whose events (hedges,
+// reconciliations) belong in the same stream. Without an Observer it does
+// nothing.
+func (m *Manager) Emit(ctx context.Context, e Event) { m.emit(ctx, e) }
 
 func (m *Manager) emit(ctx context.Context, e Event) {
 	if m.obs == nil {

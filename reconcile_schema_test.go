@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
@@ -48,8 +49,8 @@ func TestUpgradeFromSchemaV2ReconcilesOldAttempts(t *testing.T) {
 				t.Fatal(err)
 			}
 			stripe := &fakeProvider{name: "stripe"}
-			stripe.setOutcome("att_doubt", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"ok":true}`)})
-			rec := &jobs.Reconciler{Manager: m, Providers: map[string]jobs.Provider{"stripe": stripe}}
+			stripe.setOutcome("att_doubt", failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(`{"ok":true}`)})
+			rec := &failover.Reconciler{Manager: m, Providers: map[string]failover.Provider{"stripe": stripe}}
 			rep, err := rec.ReconcileOnce(ctx)
 			if err != nil || rep.Examined != 1 || len(rep.Resolved) != 1 || rep.Resolved[0].AttemptID != "att_doubt" {
 				t.Fatalf("ReconcileOnce = %+v, %v; want att_doubt resolved", rep, err)

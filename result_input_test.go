@@ -6,10 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/jobstest"
 )
 
 // nested returns a number inside depth arrays: [[…[1]…]].
@@ -111,42 +109,6 @@ func TestCompleteRefusesUnstorableResultWritingNothing(t *testing.T) {
 				t.Errorf("%s: stored %q, returned %q, want %q (%v)", tt.name, got.Result, done.Result, tt.result, err)
 			}
 		}
-	})
-}
-
-// A provider that answers with a result no database can hold as it is
-// (but that its kind's contract, reading it with encoding/json, would
-// pass) leaves its attempt failed with the reason, not running and not
-// succeeded: the job stays open, and giving up on it is allowed.
-func TestRunnerFailsAttemptWithUnstorableResult(t *testing.T) {
-	forEachStore(t, func(t *testing.T, sc storeCase) {
-		f := newFixture(t, sc)
-		opts := f.opts
-		opts.MaxResultBytes = 4096
-		f.m = jobstest.NewManager(t, f.store, opts)
-		for _, tt := range unstorableResults {
-			alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Second, result: json.RawMessage(tt.result)}
-			r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": alpha}, AttemptTimeout: time.Minute}
-			j := f.submit(t, "k-"+tt.name, "alpha")
-			wait := runAsync(context.Background(), r, j.ID)
-			f.clock.Step(t, 2, time.Second) // alpha's deadline and delay
-			got, err := wait(t)
-			if !errors.Is(err, jobs.ErrNoProviderLeft) {
-				t.Errorf("%s: Run: %v (job %s); want ErrNoProviderLeft", tt.name, err, got.State)
-			}
-			as := f.attempts(t, j.ID)
-			if len(as) != 1 || as[0].State != jobs.AttemptFailed || !strings.HasPrefix(as[0].Reason, "unusable result: ") {
-				t.Fatalf("%s: attempts %v (%+v); want alpha failed with an unusable result", tt.name, states(as), as)
-			}
-			stored, err := f.m.Get(context.Background(), j.ID)
-			if err != nil || stored.State != jobs.JobRunning || stored.Result != nil {
-				t.Fatalf("%s: job %s with result %q (%v); want it open without a result", tt.name, stored.State, stored.Result, err)
-			}
-			if _, err := f.m.FailJob(context.Background(), j.ID, "no usable result"); err != nil {
-				t.Errorf("%s: FailJob: %v", tt.name, err)
-			}
-		}
-		f.checkInvariants(t)
 	})
 }
 

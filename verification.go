@@ -123,7 +123,7 @@ func (m *Manager) VerifyProvider(ctx context.Context, provider, kind string,
 		Kind:            kind,
 		ContractVersion: c.Version,
 		Passed:          reason == "",
-		Reason:          sanitizeReason(reason),
+		Reason:          SanitizeReason(reason),
 		VerifiedAt:      now,
 	}
 	if v.Passed && o.validFor > 0 {

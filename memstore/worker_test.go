@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
 	"github.com/intentjobs/jobs/memstore"
@@ -37,17 +38,17 @@ func (p *silentProvider) Call(ctx context.Context, _ jobs.Job, a jobs.Attempt, _
 	return nil, ctx.Err()
 }
 
-func (p *silentProvider) Lookup(_ context.Context, a jobs.Attempt) (jobs.Outcome, error) {
+func (p *silentProvider) Lookup(_ context.Context, a jobs.Attempt) (failover.Outcome, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.lookups = append(p.lookups, a.ProviderKey())
 	switch {
 	case !slices.Contains(p.calls, a.ProviderKey()):
-		return jobs.Outcome{State: jobs.OutcomeNotFound}, nil
+		return failover.Outcome{State: failover.OutcomeNotFound}, nil
 	case !p.done:
-		return jobs.Outcome{State: jobs.OutcomePending}, nil
+		return failover.Outcome{State: failover.OutcomePending}, nil
 	}
-	return jobs.Outcome{State: jobs.OutcomeSucceeded, Result: p.result}, nil
+	return failover.Outcome{State: failover.OutcomeSucceeded, Result: p.result}, nil
 }
 
 func (p *silentProvider) finish() {
@@ -73,9 +74,9 @@ func TestRunnerTimeoutIsResolvedByReconcilerLookupByKey(t *testing.T) {
 	clock := jobstest.NewClock(time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC))
 	m := jobstest.NewManager(t, memstore.New(), jobs.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)})
 	acme := &silentProvider{result: json.RawMessage(`{"charged":1200}`)}
-	providers := map[string]jobs.Provider{"acme": acme}
-	runner := &jobs.Runner{Manager: m, Providers: providers, AttemptTimeout: time.Minute}
-	rec := &jobs.Reconciler{Manager: m, Providers: providers, RecheckAfter: 10 * time.Second}
+	providers := map[string]failover.Provider{"acme": acme}
+	runner := &failover.Runner{Manager: m, Providers: providers, AttemptTimeout: time.Minute}
+	rec := &failover.Reconciler{Manager: m, Providers: providers, RecheckAfter: 10 * time.Second}
 
 	j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "user-42", Key: "checkout-1", Kind: "charge", Provider: "acme",
 		Params: json.RawMessage(`{"amount":1200}`)})
@@ -98,7 +99,7 @@ func TestRunnerTimeoutIsResolvedByReconcilerLookupByKey(t *testing.T) {
 		t.Fatalf("attempt = %+v, %v; want unknown without a reference", a, err)
 	}
 
-	pass := func(label string) jobs.ReconcileReport {
+	pass := func(label string) failover.ReconcileReport {
 		t.Helper()
 		rep, err := rec.ReconcileOnce(ctx)
 		if err != nil || len(rep.Errors) > 0 {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
@@ -232,11 +233,11 @@ type failoverRecord struct {
 type unsentProvider struct{}
 
 func (unsentProvider) Call(context.Context, jobs.Job, jobs.Attempt, func(string) error) (json.RawMessage, error) {
-	return nil, jobs.Definitive(errors.New("not called in this test"))
+	return nil, failover.Definitive(errors.New("not called in this test"))
 }
 
-func (unsentProvider) Lookup(context.Context, jobs.Attempt) (jobs.Outcome, error) {
-	return jobs.Outcome{State: jobs.OutcomeNotFound}, nil
+func (unsentProvider) Lookup(context.Context, jobs.Attempt) (failover.Outcome, error) {
+	return failover.Outcome{State: failover.OutcomeNotFound}, nil
 }
 
 // failoverRun is one run of TestFailoverKeepsThePromise: the cluster, this
@@ -573,7 +574,7 @@ func reconcileLeftovers(t *testing.T, store testdb.Store) map[jobs.AttemptState]
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &jobs.Reconciler{Manager: later, Providers: map[string]jobs.Provider{"p": unsentProvider{}}, Logger: quiet}
+	rec := &failover.Reconciler{Manager: later, Providers: map[string]failover.Provider{"p": unsentProvider{}}, Logger: quiet}
 	resolved := map[jobs.AttemptState]int{}
 	for range 20 {
 		rep, err := rec.ReconcileOnce(context.Background())

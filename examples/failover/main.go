@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 )
 
 func main() {
@@ -99,7 +100,7 @@ func run(w io.Writer, pgDSN string) error {
 		sloppy: newSimModel("sloppy-model", 0,
 			`{"text":"Sure! Here is a summary of the article you sent me."}`),
 	}
-	d.providers = map[string]jobs.Provider{"fast-model": d.fast, "slow-model": d.slow, "sloppy-model": d.sloppy}
+	d.providers = map[string]failover.Provider{"fast-model": d.fast, "slow-model": d.slow, "sloppy-model": d.sloppy}
 	for _, scene := range []func(context.Context) error{d.verify, d.hedge, d.violation, d.reconcile} {
 		if err := scene(ctx); err != nil {
 			return err
@@ -114,15 +115,15 @@ type demo struct {
 	m                  *jobs.Manager
 	owner              string
 	fast, slow, sloppy *simModel
-	providers          map[string]jobs.Provider
+	providers          map[string]failover.Provider
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.w, format+"\n", args...) }
 
 // runner returns a runner for jobs targeting primary, falling back on the
 // other models in a fixed order.
-func (d *demo) runner() *jobs.Runner {
-	return &jobs.Runner{
+func (d *demo) runner() *failover.Runner {
+	return &failover.Runner{
 		Manager:        d.m,
 		Providers:      d.providers,
 		Fallbacks:      []string{"fast-model", "sloppy-model"},
@@ -259,7 +260,7 @@ func (d *demo) reconcile(ctx context.Context) error {
 		return fmt.Errorf("second run: got %v", err)
 	}
 
-	rec := &jobs.Reconciler{Manager: d.m, Providers: d.providers, StaleAfter: time.Minute, RecheckAfter: time.Millisecond}
+	rec := &failover.Reconciler{Manager: d.m, Providers: d.providers, StaleAfter: time.Minute, RecheckAfter: time.Millisecond}
 	for {
 		rep, err := rec.ReconcileOnce(ctx)
 		if err != nil {
@@ -340,22 +341,22 @@ func (p *simModel) wait(ctx context.Context) (json.RawMessage, error) {
 	}
 }
 
-// Call implements jobs.Provider. The attempt's ProviderKey travels with the
+// Call implements failover.Provider. The attempt's ProviderKey travels with the
 // request as its idempotency key.
 func (p *simModel) Call(ctx context.Context, _ jobs.Job, a jobs.Attempt, ack func(string) error) (json.RawMessage, error) {
 	ref, err := p.accept(a.ProviderKey())
 	if err != nil {
-		return nil, jobs.Definitive(err)
+		return nil, failover.Definitive(err)
 	}
 	ack(ref)
 	return p.wait(ctx)
 }
 
-// Lookup implements jobs.Provider: by reference when the attempt has one,
+// Lookup implements failover.Provider: by reference when the attempt has one,
 // else by its idempotency key. A key it has never seen is fenced before it
 // answers "not found", so that the answer stays true: a late request with
 // that key is refused.
-func (p *simModel) Lookup(_ context.Context, a jobs.Attempt) (jobs.Outcome, error) {
+func (p *simModel) Lookup(_ context.Context, a jobs.Attempt) (failover.Outcome, error) {
 	p.mu.Lock()
 	r, ok := p.byRef[a.ProviderRef]
 	if a.ProviderRef == "" {
@@ -367,11 +368,11 @@ func (p *simModel) Lookup(_ context.Context, a jobs.Attempt) (jobs.Outcome, erro
 	p.mu.Unlock()
 	switch {
 	case !ok:
-		return jobs.Outcome{State: jobs.OutcomeNotFound}, nil
+		return failover.Outcome{State: failover.OutcomeNotFound}, nil
 	case time.Now().Before(r.ready):
-		return jobs.Outcome{State: jobs.OutcomePending}, nil
+		return failover.Outcome{State: failover.OutcomePending}, nil
 	}
-	return jobs.Outcome{State: jobs.OutcomeSucceeded, Result: p.answer}, nil
+	return failover.Outcome{State: failover.OutcomeSucceeded, Result: p.answer}, nil
 }
 
 // roundTrip is a verification request with real inputs, under a key of its own.

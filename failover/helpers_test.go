@@ -1,4 +1,4 @@
-package jobs_test
+package failover_test
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
@@ -37,7 +38,7 @@ type fakeProvider struct {
 	mu       sync.Mutex
 	calls    int
 	ctxErrs  []error // the call context's error when each call ended
-	outcomes map[string]jobs.Outcome
+	outcomes map[string]failover.Outcome
 	lookups  map[string]int
 }
 
@@ -63,7 +64,7 @@ func (p *fakeProvider) Call(ctx context.Context, job jobs.Job, a jobs.Attempt, a
 	return p.result, p.err
 }
 
-func (p *fakeProvider) Lookup(ctx context.Context, a jobs.Attempt) (jobs.Outcome, error) {
+func (p *fakeProvider) Lookup(ctx context.Context, a jobs.Attempt) (failover.Outcome, error) {
 	key := a.ProviderRef
 	if key == "" {
 		key = a.ProviderKey()
@@ -76,16 +77,16 @@ func (p *fakeProvider) Lookup(ctx context.Context, a jobs.Attempt) (jobs.Outcome
 	p.lookups[key]++
 	o, ok := p.outcomes[key]
 	if !ok {
-		return jobs.Outcome{}, fmt.Errorf("%s: lookup %s: not scripted", p.name, key)
+		return failover.Outcome{}, fmt.Errorf("%s: lookup %s: not scripted", p.name, key)
 	}
 	return o, nil
 }
 
-func (p *fakeProvider) setOutcome(ref string, o jobs.Outcome) {
+func (p *fakeProvider) setOutcome(ref string, o failover.Outcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.outcomes == nil {
-		p.outcomes = map[string]jobs.Outcome{}
+		p.outcomes = map[string]failover.Outcome{}
 	}
 	p.outcomes[ref] = o
 }
@@ -267,7 +268,7 @@ func states(as []jobs.Attempt) []string {
 }
 
 // runAsync runs r.Run in a goroutine; the returned function waits for it.
-func runAsync(ctx context.Context, r *jobs.Runner, jobID string) func(t *testing.T) (jobs.Job, error) {
+func runAsync(ctx context.Context, r *failover.Runner, jobID string) func(t *testing.T) (jobs.Job, error) {
 	type res struct {
 		j   jobs.Job
 		err error

@@ -1,4 +1,4 @@
-package jobs_test
+package failover_test
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 )
 
 // An attempt in doubt without a provider reference — its acknowledgement
@@ -23,17 +24,17 @@ import (
 func TestReconcilerResolvesAttemptsWithoutReferenceOnlyByLookupByKey(t *testing.T) {
 	tests := []struct {
 		name      string
-		crashed   bool          // the worker crashed after StartAttempt: starting, never called
-		outcome   *jobs.Outcome // nil: the lookup fails
+		crashed   bool              // the worker crashed after StartAttempt: starting, never called
+		outcome   *failover.Outcome // nil: the lookup fails
 		wantState jobs.AttemptState
 	}{
-		{"ack lost, work done", false, &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded},
-		{"ack lost, still working", false, &jobs.Outcome{State: jobs.OutcomePending}, jobs.AttemptUnknown},
+		{"ack lost, work done", false, &failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded},
+		{"ack lost, still working", false, &failover.Outcome{State: failover.OutcomePending}, jobs.AttemptUnknown},
 		{"ack lost, lookup fails", false, nil, jobs.AttemptUnknown},
-		{"ack lost, provider failed", false, &jobs.Outcome{State: jobs.OutcomeFailed, Reason: "quota"}, jobs.AttemptFailed},
-		{"ack lost, never received", false, &jobs.Outcome{State: jobs.OutcomeNotFound}, jobs.AttemptCancelled},
-		{"crashed, work done", true, &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded},
-		{"crashed, still working", true, &jobs.Outcome{State: jobs.OutcomePending}, jobs.AttemptStarting},
+		{"ack lost, provider failed", false, &failover.Outcome{State: failover.OutcomeFailed, Reason: "quota"}, jobs.AttemptFailed},
+		{"ack lost, never received", false, &failover.Outcome{State: failover.OutcomeNotFound}, jobs.AttemptCancelled},
+		{"crashed, work done", true, &failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded},
+		{"crashed, still working", true, &failover.Outcome{State: failover.OutcomePending}, jobs.AttemptStarting},
 	}
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		f := newFixture(t, sc)
@@ -60,7 +61,7 @@ func TestReconcilerResolvesAttemptsWithoutReferenceOnlyByLookupByKey(t *testing.
 			}
 			attempts[tt.name] = as[0]
 		}
-		rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute}
+		rec := &failover.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute}
 		for day := 1; day <= 2; day++ {
 			f.clock.Advance(24 * time.Hour) // far past any grace period the clock could offer
 			if _, err := rec.ReconcileOnce(ctx); err != nil {
@@ -99,7 +100,7 @@ func TestReconcilerResolvesAttemptsWithoutReferenceOnlyByLookupByKey(t *testing.
 		if n := alpha.callCount(); n != calls {
 			t.Errorf("provider called %d times for %d jobs: an intent was executed twice", n, calls)
 		}
-		if n := f.ev.count(jobs.EventAttemptReconciled); n != 4 {
+		if n := f.ev.count(failover.EventAttemptReconciled); n != 4 {
 			t.Errorf("%d reconciled events, want 4", n)
 		}
 		f.checkInvariants(t)
@@ -108,7 +109,7 @@ func TestReconcilerResolvesAttemptsWithoutReferenceOnlyByLookupByKey(t *testing.
 
 // ackLostRunner returns a runner over alpha alone, a provider that does
 // the work but whose acknowledgements never arrive.
-func (f *fixture) ackLostRunner() (*fakeProvider, *jobs.Runner) {
+func (f *fixture) ackLostRunner() (*fakeProvider, *failover.Runner) {
 	alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Hour, noAck: true, result: json.RawMessage(goodA)}
 	r := f.newRunner(alpha, nil)
 	r.Fallbacks = nil
@@ -118,7 +119,7 @@ func (f *fixture) ackLostRunner() (*fakeProvider, *jobs.Runner) {
 // runUntilUnknown runs the job once with r, whose provider never
 // acknowledges, until the attempt's deadline (one of the timers it waits
 // for) makes the attempt unknown, and returns the attempt.
-func (f *fixture) runUntilUnknown(t *testing.T, r *jobs.Runner, jobID string, timers int) jobs.Attempt {
+func (f *fixture) runUntilUnknown(t *testing.T, r *failover.Runner, jobID string, timers int) jobs.Attempt {
 	t.Helper()
 	wait := runAsync(context.Background(), r, jobID)
 	f.clock.Step(t, timers, r.AttemptTimeout)
@@ -133,9 +134,9 @@ func (f *fixture) runUntilUnknown(t *testing.T, r *jobs.Runner, jobID string, ti
 // real APIs: asked by idempotency key, it says it cannot answer.
 type refOnlyProvider struct{ *fakeProvider }
 
-func (p refOnlyProvider) Lookup(ctx context.Context, a jobs.Attempt) (jobs.Outcome, error) {
+func (p refOnlyProvider) Lookup(ctx context.Context, a jobs.Attempt) (failover.Outcome, error) {
 	if a.ProviderRef == "" {
-		return jobs.Outcome{}, fmt.Errorf("%s has no lookup by idempotency key: %w", p.name, jobs.ErrLookupUnsupported)
+		return failover.Outcome{}, fmt.Errorf("%s has no lookup by idempotency key: %w", p.name, failover.ErrLookupUnsupported)
 	}
 	return p.fakeProvider.Lookup(ctx, a)
 }
@@ -167,12 +168,12 @@ func TestReconcilerLeavesAttemptItCannotLookUpToAnOperator(t *testing.T) {
 		f := newFixture(t, sc)
 		ctx := context.Background()
 		alpha, r := f.ackLostRunner()
-		r.Providers = map[string]jobs.Provider{"alpha": refOnlyProvider{alpha}}
+		r.Providers = map[string]failover.Provider{"alpha": refOnlyProvider{alpha}}
 		j := f.submit(t, "k", "alpha")
 		a := f.runUntilUnknown(t, r, j.ID, 2)
 
 		var logs syncBuffer
-		rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute,
+		rec := &failover.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute,
 			Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 		for day := 1; day <= 2; day++ {
 			f.clock.Advance(24 * time.Hour)
@@ -188,10 +189,10 @@ func TestReconcilerLeavesAttemptItCannotLookUpToAnOperator(t *testing.T) {
 		if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "attempt_id="+a.ID) || !strings.Contains(out, "job_id="+j.ID) {
 			t.Errorf("no warning naming the attempt and its job:\n%s", out)
 		}
-		if n := f.ev.count(jobs.EventAttemptNeedsOperator); n != 2 {
+		if n := f.ev.count(failover.EventAttemptNeedsOperator); n != 2 {
 			t.Errorf("%d needs-operator events, want one per report", n)
 		}
-		if n := f.ev.count(jobs.EventAttemptReconciled); n != 0 {
+		if n := f.ev.count(failover.EventAttemptReconciled); n != 0 {
 			t.Errorf("%d reconciled events for an attempt nobody resolved", n)
 		}
 		if _, err := r.Run(ctx, j.ID); !errors.Is(err, jobs.ErrAttemptInFlight) || alpha.callCount() != 1 {
@@ -215,16 +216,16 @@ func TestReconcilerLeavesAttemptItCannotLookUpToAnOperator(t *testing.T) {
 func TestReconcilerAsksProviderByReference(t *testing.T) {
 	tests := []struct {
 		name      string
-		outcome   *jobs.Outcome // nil: the lookup fails
+		outcome   *failover.Outcome // nil: the lookup fails
 		wantState jobs.AttemptState
 		wantJob   jobs.JobState
 	}{
-		{"succeeded", &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded, jobs.JobSucceeded},
-		{"succeeded off contract", &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"text":"x"}`)}, jobs.AttemptFailed, jobs.JobRunning},
-		{"succeeded, unusable", &jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"summary":`)}, jobs.AttemptFailed, jobs.JobRunning},
-		{"failed", &jobs.Outcome{State: jobs.OutcomeFailed, Reason: "content policy"}, jobs.AttemptFailed, jobs.JobRunning},
-		{"not found", &jobs.Outcome{State: jobs.OutcomeNotFound}, jobs.AttemptCancelled, jobs.JobRunning},
-		{"pending", &jobs.Outcome{State: jobs.OutcomePending}, jobs.AttemptRunning, jobs.JobRunning},
+		{"succeeded", &failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded, jobs.JobSucceeded},
+		{"succeeded off contract", &failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(`{"text":"x"}`)}, jobs.AttemptFailed, jobs.JobRunning},
+		{"succeeded, unusable", &failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(`{"summary":`)}, jobs.AttemptFailed, jobs.JobRunning},
+		{"failed", &failover.Outcome{State: failover.OutcomeFailed, Reason: "content policy"}, jobs.AttemptFailed, jobs.JobRunning},
+		{"not found", &failover.Outcome{State: failover.OutcomeNotFound}, jobs.AttemptCancelled, jobs.JobRunning},
+		{"pending", &failover.Outcome{State: failover.OutcomePending}, jobs.AttemptRunning, jobs.JobRunning},
 		{"lookup error", nil, jobs.AttemptRunning, jobs.JobRunning},
 	}
 	forEachStore(t, func(t *testing.T, sc storeCase) {
@@ -247,7 +248,7 @@ func TestReconcilerAsksProviderByReference(t *testing.T) {
 			}
 			ids[tt.name] = a
 		}
-		rec := &jobs.Reconciler{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": alpha}, StaleAfter: time.Minute}
+		rec := &failover.Reconciler{Manager: f.m, Providers: map[string]failover.Provider{"alpha": alpha}, StaleAfter: time.Minute}
 		f.clock.Advance(2 * time.Minute)
 		rep, err := rec.ReconcileOnce(ctx)
 		if err != nil {
@@ -294,7 +295,7 @@ func TestReconcilersRacingResolveEachAttemptOnce(t *testing.T) {
 			}
 			if i%4 == 3 {
 				// Never acknowledged: looked up by key, and never received.
-				alpha.setOutcome(a.ProviderKey(), jobs.Outcome{State: jobs.OutcomeNotFound})
+				alpha.setOutcome(a.ProviderKey(), failover.Outcome{State: failover.OutcomeNotFound})
 				want[a.ID] = jobs.AttemptCancelled
 				continue
 			}
@@ -307,19 +308,19 @@ func TestReconcilersRacingResolveEachAttemptOnce(t *testing.T) {
 			}
 			switch i % 4 {
 			case 0:
-				alpha.setOutcome(ref, jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)})
+				alpha.setOutcome(ref, failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)})
 				want[a.ID] = jobs.AttemptSucceeded
 			case 1:
-				alpha.setOutcome(ref, jobs.Outcome{State: jobs.OutcomeFailed, Reason: "refused"})
+				alpha.setOutcome(ref, failover.Outcome{State: failover.OutcomeFailed, Reason: "refused"})
 				want[a.ID] = jobs.AttemptFailed
 			case 2:
-				alpha.setOutcome(ref, jobs.Outcome{State: jobs.OutcomeNotFound})
+				alpha.setOutcome(ref, failover.Outcome{State: failover.OutcomeNotFound})
 				want[a.ID] = jobs.AttemptCancelled
 			}
 		}
 		f.clock.Advance(10 * time.Minute)
 
-		recs := f.reconcilers(nReconcilers, alpha, func(r *jobs.Reconciler) { r.BatchSize = 10 })
+		recs := f.reconcilers(nReconcilers, alpha, func(r *failover.Reconciler) { r.BatchSize = 10 })
 		resolved, sum := raceReconcilers(ctx, recs)
 		t.Logf("%d attempts seen but left to another reconciler", sum.Claimed+sum.Settled)
 		for _, err := range sum.Errors {
@@ -357,7 +358,7 @@ func TestReconcilerRunEveryTick(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		alpha := &fakeProvider{name: "alpha", clock: f.clock}
-		rec := &jobs.Reconciler{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": alpha},
+		rec := &failover.Reconciler{Manager: f.m, Providers: map[string]failover.Provider{"alpha": alpha},
 			StaleAfter: time.Minute}
 		if err := rec.Run(ctx, 0); !errors.Is(err, jobs.ErrInvalidInput) {
 			t.Errorf("Run(0) = %v", err)
@@ -371,7 +372,7 @@ func TestReconcilerRunEveryTick(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		alpha.setOutcome(a.ProviderKey(), jobs.Outcome{State: jobs.OutcomeNotFound})
+		alpha.setOutcome(a.ProviderKey(), failover.Outcome{State: failover.OutcomeNotFound})
 		for range 4 { // 2 minutes: stale
 			f.clock.Step(t, 1, 30*time.Second)
 		}
@@ -400,12 +401,12 @@ func TestReconcilerRunEveryTick(t *testing.T) {
 func TestReconcilerAfterCancelJobRecordsWhatTheProviderDid(t *testing.T) {
 	tests := []struct {
 		name       string
-		outcome    jobs.Outcome
+		outcome    failover.Outcome
 		wantReason string
 		dropped    bool
 	}{
-		{"provider acted", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.ReasonDroppedJobCancelled, true},
-		{"never received", jobs.Outcome{State: jobs.OutcomeNotFound}, "provider never received the request and will not act on it", false},
+		{"provider acted", failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.ReasonDroppedJobCancelled, true},
+		{"never received", failover.Outcome{State: failover.OutcomeNotFound}, "provider never received the request and will not act on it", false},
 	}
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		for _, tt := range tests {
@@ -429,7 +430,7 @@ func TestReconcilerAfterCancelJobRecordsWhatTheProviderDid(t *testing.T) {
 				}
 
 				alpha.setOutcome(a.ProviderKey(), tt.outcome)
-				rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute, Logger: discard}
+				rec := &failover.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: 5 * time.Minute, Logger: discard}
 				f.clock.Advance(24 * time.Hour)
 				if rep, err := rec.ReconcileOnce(ctx); err != nil || len(rep.Resolved) != 1 {
 					t.Fatalf("ReconcileOnce = %+v, %v; want the attempt resolved", rep, err)

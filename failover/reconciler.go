@@ -1,12 +1,15 @@
-package jobs
+package failover
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/intentjobs/jobs"
 )
 
 // Reconciler defaults; see Reconciler.
@@ -31,20 +34,20 @@ const (
 // provider cannot look it up (ErrLookupUnsupported) is reported for an
 // operator, in ReconcileReport.NeedsOperator, a warning and an
 // EventAttemptNeedsOperator event, every StaleAfter until someone records
-// its outcome with Complete, Fail or Cancel.
+// its outcome with the Manager's Complete, Fail or Cancel.
 //
 // Several reconcilers may run at once, in one process or many. Each claims
-// an attempt before asking its provider (see Store), for a lease of
-// LookupTimeout plus twice the Manager's WriteTimeout, counted from the
-// moment it takes the claim: long enough for the claim's write, the lookup
-// and the write that records the answer, so that a live reconciler always
-// answers within its lease and no other asks the provider meanwhile. A
-// reconciler that overruns its lease (a paused process) may be taken over;
-// its late answer is then refused by the claim's token and counted in
-// ReconcileReport.TakenOver. A runner's own result, which carries no claim,
-// is always recorded.
+// an attempt before asking its provider (the store must be a
+// [jobs.ClaimStore]), for a lease of LookupTimeout plus twice the Manager's
+// WriteTimeout, counted from the moment it takes the claim: long enough for
+// the claim's write, the lookup and the write that records the answer, so
+// that a live reconciler always answers within its lease and no other asks
+// the provider meanwhile. A reconciler that overruns its lease (a paused
+// process) may be taken over; its late answer is then refused by the
+// claim's token and counted in ReconcileReport.TakenOver. A runner's own
+// result, which carries no claim, is always recorded.
 type Reconciler struct {
-	Manager *Manager
+	Manager *jobs.Manager
 
 	// Providers by name, as in Runner.
 	Providers map[string]Provider
@@ -78,8 +81,8 @@ type Resolution struct {
 	AttemptID string
 	JobID     string
 	Provider  string
-	From      AttemptState // the state it was found in
-	To        AttemptState // the state it was left in
+	From      jobs.AttemptState // the state it was found in
+	To        jobs.AttemptState // the state it was left in
 	Reason    string
 }
 
@@ -95,38 +98,40 @@ type ReconcileReport struct {
 	TakenOver int
 	// NeedsOperator lists attempts left in doubt because their provider
 	// cannot look them up (ErrLookupUnsupported).
-	NeedsOperator []Attempt
+	NeedsOperator []jobs.Attempt
 	Errors        []error // lookups or writes that failed; retried after RecheckAfter
 }
 
-// claimPrefix makes claim tokens recognisable in the database.
+// claimPrefix makes claim tokens recognisable in the database. The rest of
+// a token is random, so that no two claims share one.
 const claimPrefix = "clm_"
 
 // claim is an attempt this reconciler holds, and the token that proves it.
 type claim struct {
-	a     Attempt // as claimed
+	a     jobs.Attempt // as claimed
 	token string
 }
 
 // ReconcileOnce examines up to BatchSize stale attempts once.
-// Errors: ErrStorage. Problems with single attempts are in the report's
-// Errors.
+// Errors: [jobs.ErrStorage]; an error matching [errors.ErrUnsupported] when
+// the Manager's store is not a [jobs.ClaimStore]. Problems with single
+// attempts are in the report's Errors.
 func (r *Reconciler) ReconcileOnce(ctx context.Context) (ReconcileReport, error) {
 	var rep ReconcileReport
 	if err := ctx.Err(); err != nil {
 		return rep, err
 	}
 	m := r.Manager
-	rs, ok := m.store.(ClaimStore)
+	rs, ok := m.Store().(jobs.ClaimStore)
 	if !ok {
-		return rep, fmt.Errorf("jobs: a Reconciler needs a store that lets it claim attempts; a %T does not: %w", m.store, errors.ErrUnsupported)
+		return rep, fmt.Errorf("failover: a Reconciler needs a store that lets it claim attempts; a %T does not: %w", m.Store(), errors.ErrUnsupported)
 	}
-	now := m.now()
+	now := m.Now()
 	batch := r.BatchSize
 	if batch <= 0 {
 		batch = DefaultReconcileSize
 	}
-	list, err := rs.StaleAttempts(ctx, StaleQuery{
+	list, err := rs.StaleAttempts(ctx, jobs.StaleQuery{
 		UnknownBefore: now.Add(-orDefault(r.RecheckAfter, DefaultRecheckAfter)),
 		OpenBefore:    now.Add(-orDefault(r.StaleAfter, DefaultStaleAfter)),
 		UnclaimedAt:   now,
@@ -157,16 +162,16 @@ func (r *Reconciler) ReconcileOnce(ctx context.Context) (ReconcileReport, error)
 // Run reconciles every interval until ctx ends, and returns ctx's error.
 func (r *Reconciler) Run(ctx context.Context, every time.Duration) error {
 	if every <= 0 {
-		return invalid("every", "not positive")
+		return &jobs.InputError{Field: "every", Problem: "not positive"}
 	}
-	clock := r.Manager.opts.Clock
+	clock := r.Manager.Clock()
 	for {
 		rep, err := r.ReconcileOnce(ctx)
 		if err != nil && ctx.Err() == nil {
-			r.logger().ErrorContext(ctx, "jobs: reconcile pass failed", "error", err)
+			r.logger().ErrorContext(ctx, "failover: reconcile pass failed", "error", err)
 		}
 		for _, e := range rep.Errors {
-			r.logger().WarnContext(ctx, "jobs: reconcile", "error", e)
+			r.logger().WarnContext(ctx, "failover: reconcile", "error", e)
 		}
 		t := clock.NewTimer(every)
 		select {
@@ -182,7 +187,7 @@ func (r *Reconciler) logger() *slog.Logger {
 	if r.Logger != nil {
 		return r.Logger
 	}
-	return r.Manager.logger
+	return r.Manager.Options().Logger
 }
 
 func orDefault(d, def time.Duration) time.Duration {
@@ -195,32 +200,32 @@ func orDefault(d, def time.Duration) time.Duration {
 // lease is how long a claim lasts: the claim's write, the lookup and the
 // write that records the answer each end within it.
 func (r *Reconciler) lease() time.Duration {
-	return orDefault(r.LookupTimeout, DefaultLookupTimeout) + 2*r.Manager.opts.WriteTimeout
+	return orDefault(r.LookupTimeout, DefaultLookupTimeout) + 2*r.Manager.Options().WriteTimeout
 }
 
 // claim claims a, stale as listed, stamping the lease with the time the
 // claim is taken.
-func (r *Reconciler) claim(ctx context.Context, rs ClaimStore, a Attempt) (claim, bool, error) {
+func (r *Reconciler) claim(ctx context.Context, rs jobs.ClaimStore, a jobs.Attempt) (claim, bool, error) {
 	m := r.Manager
-	wctx, cancel := context.WithTimeout(ctx, m.opts.WriteTimeout)
+	wctx, cancel := context.WithTimeout(ctx, m.Options().WriteTimeout)
 	defer cancel()
-	at := m.now()
-	c := claim{token: newID(claimPrefix, at)}
+	at := m.Now()
+	c := claim{token: claimPrefix + rand.Text()}
 	var ok bool
 	var err error
-	c.a, ok, err = rs.ClaimAttempt(wctx, AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
+	c.a, ok, err = rs.ClaimAttempt(wctx, jobs.AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
 		Token: c.token, At: at, Until: at.Add(r.lease())})
 	return c, ok, err
 }
 
 // resolve asks the provider of the claimed attempt what became of it and
 // records the answer, presenting the claim's token.
-func (r *Reconciler) resolve(ctx context.Context, rs ClaimStore, c claim, rep *ReconcileReport) {
+func (r *Reconciler) resolve(ctx context.Context, rs jobs.ClaimStore, c claim, rep *ReconcileReport) {
 	a := c.a
 	recheck := orDefault(r.RecheckAfter, DefaultRecheckAfter)
 	p := r.Providers[a.Provider]
 	if p == nil {
-		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: no provider %q configured", a.ID, a.Provider))
+		rep.Errors = append(rep.Errors, fmt.Errorf("failover: reconcile attempt %s: no provider %q configured", a.ID, a.Provider))
 		r.postpone(ctx, rs, c, recheck, rep)
 		return
 	}
@@ -234,7 +239,7 @@ func (r *Reconciler) resolve(ctx context.Context, rs ClaimStore, c claim, rep *R
 		}
 		return
 	case err != nil:
-		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: lookup of %s at %s: %w", a.ID, lookupKey(a), a.Provider, err))
+		rep.Errors = append(rep.Errors, fmt.Errorf("failover: reconcile attempt %s: lookup of %s at %s: %w", a.ID, lookupKey(a), a.Provider, err))
 		r.postpone(ctx, rs, c, recheck, rep)
 		return
 	}
@@ -246,17 +251,17 @@ func (r *Reconciler) resolve(ctx context.Context, rs ClaimStore, c claim, rep *R
 	case OutcomeSucceeded:
 		r.complete(ctx, c, out.Result, rep)
 	case OutcomeFailed:
-		r.settle(ctx, c, AttemptFailed, sanitizeReason("provider reported failure: "+out.Reason), rep)
+		r.settle(ctx, c, jobs.AttemptFailed, jobs.SanitizeReason("provider reported failure: "+out.Reason), rep)
 	case OutcomeNotFound:
-		r.settle(ctx, c, AttemptCancelled, "provider never received the request and will not act on it", rep)
+		r.settle(ctx, c, jobs.AttemptCancelled, "provider never received the request and will not act on it", rep)
 	default:
-		rep.Errors = append(rep.Errors, fmt.Errorf("jobs: reconcile attempt %s: provider %s answered unknown outcome %q", a.ID, a.Provider, out.State))
+		rep.Errors = append(rep.Errors, fmt.Errorf("failover: reconcile attempt %s: provider %s answered unknown outcome %q", a.ID, a.Provider, out.State))
 		r.postpone(ctx, rs, c, recheck, rep)
 	}
 }
 
 // lookupKey says how a's provider is asked about it.
-func lookupKey(a Attempt) string {
+func lookupKey(a jobs.Attempt) string {
 	if a.ProviderRef != "" {
 		return "reference " + a.ProviderRef
 	}
@@ -265,11 +270,11 @@ func lookupKey(a Attempt) string {
 
 // postpone sets the claim to end d from now, when the attempt is looked at
 // again, and reports whether the claim still held.
-func (r *Reconciler) postpone(ctx context.Context, rs ClaimStore, c claim, d time.Duration, rep *ReconcileReport) bool {
+func (r *Reconciler) postpone(ctx context.Context, rs jobs.ClaimStore, c claim, d time.Duration, rep *ReconcileReport) bool {
 	m := r.Manager
-	wctx, cancel := m.writeContext(ctx)
+	wctx, cancel := writeContext(ctx, m)
 	defer cancel()
-	held, err := rs.RenewClaim(wctx, AttemptClaim{ID: c.a.ID, Token: c.token, Until: m.now().Add(d)})
+	held, err := rs.RenewClaim(wctx, jobs.AttemptClaim{ID: c.a.ID, Token: c.token, Until: m.Now().Add(d)})
 	switch {
 	case err != nil:
 		rep.Errors = append(rep.Errors, err)
@@ -281,26 +286,26 @@ func (r *Reconciler) postpone(ctx context.Context, rs ClaimStore, c claim, d tim
 
 // complete offers the result the provider reported for the claimed attempt.
 func (r *Reconciler) complete(ctx context.Context, c claim, result json.RawMessage, rep *ReconcileReport) {
-	_, err := r.Manager.complete(ctx, c.a.ID, result, c.token)
-	var to AttemptState
+	_, err := r.Manager.CompleteClaimed(ctx, c.a.ID, result, c.token)
+	var to jobs.AttemptState
 	switch {
 	case err == nil:
-		to = AttemptSucceeded
-	case errors.Is(err, ErrClaimLost):
+		to = jobs.AttemptSucceeded
+	case errors.Is(err, jobs.ErrClaimLost):
 		rep.TakenOver++
 		return
-	case errors.Is(err, ErrLostRace):
-		to = AttemptLost
-	case errors.Is(err, ErrContractViolation):
-		to = AttemptFailed // by Complete
-	case errors.Is(err, ErrJobClosed):
-		to = AttemptCancelled
-	case errors.Is(err, ErrInvalidInput):
+	case errors.Is(err, jobs.ErrLostRace):
+		to = jobs.AttemptLost
+	case errors.Is(err, jobs.ErrContractViolation):
+		to = jobs.AttemptFailed // by Complete
+	case errors.Is(err, jobs.ErrJobClosed):
+		to = jobs.AttemptCancelled
+	case errors.Is(err, jobs.ErrInvalidInput):
 		// Not a result anything could use (empty, not JSON, too large):
 		// the provider answered, and the answer is a failure.
-		r.settle(ctx, c, AttemptFailed, sanitizeReason("provider reported an unusable result: "+err.Error()), rep)
+		r.settle(ctx, c, jobs.AttemptFailed, jobs.SanitizeReason("provider reported an unusable result: "+err.Error()), rep)
 		return
-	case errors.Is(err, ErrInvalidTransition):
+	case errors.Is(err, jobs.ErrInvalidTransition):
 		rep.Settled++
 		return
 	default:
@@ -316,47 +321,67 @@ func (r *Reconciler) complete(ctx context.Context, c claim, result json.RawMessa
 
 // settle moves the claimed attempt to a terminal state, failed or
 // cancelled, as Fail or Cancel would, presenting the claim's token.
-func (r *Reconciler) settle(ctx context.Context, c claim, to AttemptState, reason string, rep *ReconcileReport) {
+func (r *Reconciler) settle(ctx context.Context, c claim, to jobs.AttemptState, reason string, rep *ReconcileReport) {
 	m := r.Manager
 	start := time.Now()
-	wctx, cancel := m.writeContext(ctx)
+	wctx, cancel := writeContext(ctx, m)
 	defer cancel()
-	a, err := m.store.UpdateAttempt(wctx, AttemptUpdate{ID: c.a.ID, From: attemptSources[to], To: to, Reason: reason,
-		ClaimToken: c.token, At: m.now()})
+	a, err := m.Store().UpdateAttempt(wctx, jobs.AttemptUpdate{ID: c.a.ID, From: sources(to), To: to, Reason: reason,
+		ClaimToken: c.token, At: m.Now()})
 	switch {
-	case errors.Is(err, ErrClaimLost):
+	case errors.Is(err, jobs.ErrClaimLost):
 		rep.TakenOver++
 		return
-	case errors.Is(err, ErrInvalidTransition):
+	case errors.Is(err, jobs.ErrInvalidTransition):
 		rep.Settled++
 		return
 	case err != nil:
 		rep.Errors = append(rep.Errors, err)
 		return
 	}
-	typ := EventAttemptCancelled
-	if to == AttemptFailed {
-		typ = EventAttemptFailed
+	typ := jobs.EventAttemptCancelled
+	if to == jobs.AttemptFailed {
+		typ = jobs.EventAttemptFailed
 	}
-	m.emit(ctx, Event{Type: typ, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider, Reason: reason, Duration: time.Since(start)})
+	m.Emit(ctx, jobs.Event{Type: typ, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider, Reason: reason, Duration: time.Since(start)})
 	r.resolved(ctx, c.a, to, reason, rep)
 }
 
-func (r *Reconciler) resolved(ctx context.Context, a Attempt, to AttemptState, reason string, rep *ReconcileReport) {
+func (r *Reconciler) resolved(ctx context.Context, a jobs.Attempt, to jobs.AttemptState, reason string, rep *ReconcileReport) {
 	res := Resolution{AttemptID: a.ID, JobID: a.JobID, Provider: a.Provider, From: a.State, To: to, Reason: reason}
 	rep.Resolved = append(rep.Resolved, res)
-	r.logger().InfoContext(ctx, "jobs: attempt reconciled", "job_id", a.JobID, "attempt_id", a.ID,
+	r.logger().InfoContext(ctx, "failover: attempt reconciled", "job_id", a.JobID, "attempt_id", a.ID,
 		"provider", a.Provider, "from", a.State, "to", to, "reason", reason)
-	r.Manager.emit(ctx, Event{Type: EventAttemptReconciled, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider,
+	r.Manager.Emit(ctx, jobs.Event{Type: EventAttemptReconciled, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider,
 		Reason: fmt.Sprintf("%s -> %s: %s", a.State, to, reason)})
 }
 
 // needsOperator reports a, which its provider cannot look up, for an
 // operator to resolve; it stays in doubt meanwhile.
-func (r *Reconciler) needsOperator(ctx context.Context, a Attempt, err error, rep *ReconcileReport) {
+func (r *Reconciler) needsOperator(ctx context.Context, a jobs.Attempt, err error, rep *ReconcileReport) {
 	rep.NeedsOperator = append(rep.NeedsOperator, a)
-	r.logger().WarnContext(ctx, "jobs: attempt in doubt needs an operator: its provider cannot look it up; resolve it with Complete, Fail or Cancel",
+	r.logger().WarnContext(ctx, "failover: attempt in doubt needs an operator: its provider cannot look it up; resolve it with Complete, Fail or Cancel",
 		"job_id", a.JobID, "attempt_id", a.ID, "provider", a.Provider, "state", a.State, "provider_key", a.ProviderKey(), "error", err)
-	r.Manager.emit(ctx, Event{Type: EventAttemptNeedsOperator, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider,
+	r.Manager.Emit(ctx, jobs.Event{Type: EventAttemptNeedsOperator, JobID: a.JobID, AttemptID: a.ID, Provider: a.Provider,
 		Reason: "provider cannot look up " + lookupKey(a), Err: err})
+}
+
+// sources lists the states from which a claimed attempt, which is open, can
+// move to the state to, by the attempt state machine.
+func sources(to jobs.AttemptState) []jobs.AttemptState {
+	var from []jobs.AttemptState
+	for _, s := range [...]jobs.AttemptState{jobs.AttemptStarting, jobs.AttemptRunning, jobs.AttemptUnknown} {
+		if s.CanMoveTo(to) {
+			from = append(from, s)
+		}
+	}
+	return from
+}
+
+// writeContext detaches a write that records a provider's answer from the
+// cancellation of ctx, bounded by the Manager's WriteTimeout, as the
+// Manager detaches its own such writes: the answer is not lost to a pass
+// that ends meanwhile.
+func writeContext(ctx context.Context, m *jobs.Manager) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), m.Options().WriteTimeout)
 }

@@ -1,4 +1,4 @@
-package jobs_test
+package failover_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 const (
@@ -19,10 +21,10 @@ const (
 )
 
 // newRunner returns a runner over alpha (the target) and beta (fallback).
-func (f *fixture) newRunner(alpha, beta *fakeProvider) *jobs.Runner {
-	return &jobs.Runner{
+func (f *fixture) newRunner(alpha, beta *fakeProvider) *failover.Runner {
+	return &failover.Runner{
 		Manager:        f.m,
-		Providers:      map[string]jobs.Provider{"alpha": alpha, "beta": beta},
+		Providers:      map[string]failover.Provider{"alpha": alpha, "beta": beta},
 		Fallbacks:      []string{"beta"},
 		AttemptTimeout: time.Minute,
 	}
@@ -65,8 +67,8 @@ func TestRunnerHedgeRaceLaterStartEarlierFinishWins(t *testing.T) {
 		if a.ProviderRef != "alpha:"+a.ID || b.ProviderRef != "beta:"+b.ID {
 			t.Errorf("references %q %q not recorded", a.ProviderRef, b.ProviderRef)
 		}
-		if f.ev.count(jobs.EventRaceLost) != 1 || f.ev.count(jobs.EventHedgeStarted) != 1 {
-			t.Errorf("events: %d lost races, %d hedges; want 1 each", f.ev.count(jobs.EventRaceLost), f.ev.count(jobs.EventHedgeStarted))
+		if f.ev.count(jobs.EventRaceLost) != 1 || f.ev.count(failover.EventHedgeStarted) != 1 {
+			t.Errorf("events: %d lost races, %d hedges; want 1 each", f.ev.count(jobs.EventRaceLost), f.ev.count(failover.EventHedgeStarted))
 		}
 		if stored, _ := f.m.Get(context.Background(), j.ID); string(stored.Result) != goodB {
 			t.Errorf("stored result %s", stored.Result)
@@ -136,7 +138,7 @@ func TestRunnerRefusesUnverifiedFallback(t *testing.T) {
 			wait := runAsync(context.Background(), r, j.ID)
 			f.clock.Step(t, 2, time.Second)
 			got, err := wait(t)
-			if !errors.Is(err, jobs.ErrNoProviderLeft) || !strings.Contains(err.Error(), "beta: not verified") {
+			if !errors.Is(err, failover.ErrNoProviderLeft) || !strings.Contains(err.Error(), "beta: not verified") {
 				t.Fatalf("Run = %v, %v; want ErrNoProviderLeft naming beta", got.State, err)
 			}
 			if n := beta.callCount(); n != 0 {
@@ -160,15 +162,15 @@ func TestRunnerDefinitiveErrorMovesOn(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		f := newFixture(t, sc)
 		f.verify(t, "beta", goodB)
-		alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Second, err: jobs.Definitive(errors.New("HTTP 400: prompt rejected"))}
-		beta := &fakeProvider{name: "beta", clock: f.clock, delay: time.Second, err: jobs.Definitive(errors.New("HTTP 429: quota"))}
+		alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Second, err: failover.Definitive(errors.New("HTTP 400: prompt rejected"))}
+		beta := &fakeProvider{name: "beta", clock: f.clock, delay: time.Second, err: failover.Definitive(errors.New("HTTP 429: quota"))}
 		r := f.newRunner(alpha, beta)
 		j := f.submit(t, "k", "alpha")
 		wait := runAsync(context.Background(), r, j.ID)
 		f.clock.Step(t, 2, time.Second)
 		f.clock.Step(t, 2, time.Second)
 		_, err := wait(t)
-		if !errors.Is(err, jobs.ErrNoProviderLeft) || !strings.Contains(err.Error(), "quota") {
+		if !errors.Is(err, failover.ErrNoProviderLeft) || !strings.Contains(err.Error(), "quota") {
 			t.Fatalf("Run = %v", err)
 		}
 		as := f.attempts(t, j.ID)
@@ -176,7 +178,7 @@ func TestRunnerDefinitiveErrorMovesOn(t *testing.T) {
 			t.Fatalf("attempts %v (%q)", states(as), as[0].Reason)
 		}
 		// Nothing is eligible any more: a second Run starts nothing.
-		if _, err := r.Run(context.Background(), j.ID); !errors.Is(err, jobs.ErrNoProviderLeft) {
+		if _, err := r.Run(context.Background(), j.ID); !errors.Is(err, failover.ErrNoProviderLeft) {
 			t.Errorf("second Run = %v", err)
 		}
 		if n := len(f.attempts(t, j.ID)); n != 2 {
@@ -228,8 +230,8 @@ func TestRunnerTimeoutLeavesUnknownUntilReconciled(t *testing.T) {
 		}
 
 		// The reconciler asks alpha, which did finish the work after all.
-		alpha.setOutcome(as[0].ProviderRef, jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)})
-		rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, RecheckAfter: time.Second}
+		alpha.setOutcome(as[0].ProviderRef, failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)})
+		rec := &failover.Reconciler{Manager: f.m, Providers: r.Providers, RecheckAfter: time.Second}
 		if rep, err := rec.ReconcileOnce(ctx); err != nil || len(rep.Resolved) != 0 || rep.Examined != 0 {
 			t.Fatalf("reconciled too early: %+v, %v", rep, err)
 		}
@@ -242,8 +244,8 @@ func TestRunnerTimeoutLeavesUnknownUntilReconciled(t *testing.T) {
 		if err != nil || got.State != jobs.JobSucceeded || string(got.Result) != goodA {
 			t.Errorf("after reconciling: %s %s, %v", got.State, got.Result, err)
 		}
-		if f.ev.count(jobs.EventAttemptReconciled) != 1 {
-			t.Errorf("%d reconciled events", f.ev.count(jobs.EventAttemptReconciled))
+		if f.ev.count(failover.EventAttemptReconciled) != 1 {
+			t.Errorf("%d reconciled events", f.ev.count(failover.EventAttemptReconciled))
 		}
 		f.checkInvariants(t)
 	})
@@ -339,9 +341,9 @@ func TestRunnerTimeoutWhileHedgeStarting(t *testing.T) {
 		}
 		f.checkInvariants(t)
 
-		alpha.setOutcome(as[0].ProviderRef, jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)})
-		beta.setOutcome(as[1].ProviderKey(), jobs.Outcome{State: jobs.OutcomeNotFound}) // never acknowledged: asked by key
-		rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: time.Minute}
+		alpha.setOutcome(as[0].ProviderRef, failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)})
+		beta.setOutcome(as[1].ProviderKey(), failover.Outcome{State: failover.OutcomeNotFound}) // never acknowledged: asked by key
+		rec := &failover.Reconciler{Manager: f.m, Providers: r.Providers, StaleAfter: time.Minute}
 		f.clock.Advance(2 * time.Minute)
 		rep, err := rec.ReconcileOnce(ctx)
 		if err != nil || len(rep.Resolved) != 2 || len(rep.Errors) != 0 {
@@ -380,4 +382,64 @@ func TestRunnerLogsRoutineSuccessAtDebug(t *testing.T) {
 			}
 		})
 	}
+}
+
+// nested returns a number inside depth arrays: [[…[1]…]].
+func nested(depth int) string {
+	return strings.Repeat("[", depth) + "1" + strings.Repeat("]", depth)
+}
+
+// unstorableResults are results that encoding/json's Valid accepts, or that
+// one of the databases would refuse or store as something else: Complete
+// refuses each before anything is written (see the tests of package jobs).
+var unstorableResults = []struct{ name, result string }{
+	{"invalid UTF-8 in a string", "{\"summary\":\"\xff\"}"},
+	{"invalid UTF-8 in a key", "{\"summary\":\"x\",\"\xc3\":1}"},
+	{"truncated UTF-8 sequence", "{\"summary\":\"caf\xc3\"}"},
+	{"UTF-8 encoded surrogate", "{\"summary\":\"\xed\xa0\x80\"}"},
+	{"lone surrogate escape", `{"summary":"\ud800"}`},
+	{"raw NUL in a string", "{\"summary\":\"a\x00b\"}"},
+	{"raw NUL after the value", "{\"summary\":\"x\"}\x00"},
+	{"nested past the limit of 128", `{"summary":"x","deep":` + nested(128) + `}`},
+	{"nested past SQLite's JSON limit", `{"summary":"x","deep":` + nested(1500) + `}`},
+	{"duplicate key", `{"summary":"x","summary":"y"}`},
+	{"two values", `{"summary":"x"} {"summary":"y"}`},
+	{"not JSON", `<html>OK</html>`},
+	{"over MaxResultBytes", `{"summary":"` + strings.Repeat("x", 5000) + `"}`},
+}
+
+// A provider that answers with a result no database can hold as it is
+// (but that its kind's contract, reading it with encoding/json, would
+// pass) leaves its attempt failed with the reason, not running and not
+// succeeded: the job stays open, and giving up on it is allowed.
+func TestRunnerFailsAttemptWithUnstorableResult(t *testing.T) {
+	forEachStore(t, func(t *testing.T, sc storeCase) {
+		f := newFixture(t, sc)
+		opts := f.opts
+		opts.MaxResultBytes = 4096
+		f.m = jobstest.NewManager(t, f.store, opts)
+		for _, tt := range unstorableResults {
+			alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Second, result: json.RawMessage(tt.result)}
+			r := &failover.Runner{Manager: f.m, Providers: map[string]failover.Provider{"alpha": alpha}, AttemptTimeout: time.Minute}
+			j := f.submit(t, "k-"+tt.name, "alpha")
+			wait := runAsync(context.Background(), r, j.ID)
+			f.clock.Step(t, 2, time.Second) // alpha's deadline and delay
+			got, err := wait(t)
+			if !errors.Is(err, failover.ErrNoProviderLeft) {
+				t.Errorf("%s: Run: %v (job %s); want ErrNoProviderLeft", tt.name, err, got.State)
+			}
+			as := f.attempts(t, j.ID)
+			if len(as) != 1 || as[0].State != jobs.AttemptFailed || !strings.HasPrefix(as[0].Reason, "unusable result: ") {
+				t.Fatalf("%s: attempts %v (%+v); want alpha failed with an unusable result", tt.name, states(as), as)
+			}
+			stored, err := f.m.Get(context.Background(), j.ID)
+			if err != nil || stored.State != jobs.JobRunning || stored.Result != nil {
+				t.Fatalf("%s: job %s with result %q (%v); want it open without a result", tt.name, stored.State, stored.Result, err)
+			}
+			if _, err := f.m.FailJob(context.Background(), j.ID, "no usable result"); err != nil {
+				t.Errorf("%s: FailJob: %v", tt.name, err)
+			}
+		}
+		f.checkInvariants(t)
+	})
 }

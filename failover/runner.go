@@ -1,4 +1,4 @@
-package jobs
+package failover
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/intentjobs/jobs"
 )
 
 // DefaultAttemptTimeout is the Runner's per-attempt deadline when
@@ -17,13 +19,14 @@ const DefaultAttemptTimeout = time.Minute
 
 // ErrNoProviderLeft means a Runner tried every eligible provider of a job
 // and none produced a result: each failed definitively, broke the contract,
-// or was not eligible. The job stays open; give up on it with FailJob.
-var ErrNoProviderLeft = errors.New("jobs: no eligible provider left")
+// or was not eligible. The job stays open; give up on it with
+// [jobs.Manager.FailJob].
+var ErrNoProviderLeft = errors.New("failover: no eligible provider left")
 
 // Runner executes jobs end to end over a set of providers: the job's target
 // provider first, then its Fallbacks in order. The first result that passes
 // the kind's contract and wins the compare-and-swap is the job's result;
-// later results are dropped by Complete and logged.
+// later results are dropped by [jobs.Manager.Complete] and logged.
 //
 // Failing over means that another provider may carry out the intent again,
 // so the Runner does it only where that is safe:
@@ -51,19 +54,20 @@ var ErrNoProviderLeft = errors.New("jobs: no eligible provider left")
 // The Runner records every step through its Manager and never holds a
 // database transaction across a provider call. Every record of an outcome
 // (acknowledgement, result, failure, doubt, cancellation) is written on a
-// context detached from the caller's, bounded by Options.WriteTimeout, so
+// context detached from the caller's, bounded by [jobs.Options].WriteTimeout, so
 // that what a provider said as the caller gave up is not lost. It only
 // starts an attempt the store accepts: one at a time, plus at most one
-// hedge past a running attempt, and on fallbacks only once CheckFailover
-// passes. A Runner is safe for concurrent use once its fields are set.
+// hedge past a running attempt, and on fallbacks only once
+// [jobs.Manager.CheckFailover] passes. A Runner is safe for concurrent use once its fields are set.
 type Runner struct {
-	Manager *Manager
+	Manager *jobs.Manager
 
 	// Providers by name: the names used as Job.Provider and in Fallbacks.
 	Providers map[string]Provider
 
 	// Fallbacks are tried after the job's target provider, in order. For a
-	// kind with a contract only verified ones are used (see VerifyProvider).
+	// kind with a contract only verified ones are used (see
+	// [jobs.Manager.VerifyProvider]).
 	Fallbacks []string
 
 	// HedgeAfter, if positive, starts a hedge on the next fallback when the
@@ -84,7 +88,7 @@ type Runner struct {
 	// Reconciler learns what it did. By default the Runner waits for them
 	// (up to their deadline) and records what each produced: a late result
 	// is dropped by Complete and its attempt recorded as lost, or as
-	// cancelled (ReasonDroppedJobCancelled) on a closed job; a call that
+	// cancelled ([jobs.ReasonDroppedJobCancelled]) on a closed job; a call that
 	// runs out of time leaves its attempt unknown, for a Reconciler.
 	// Waiting records the truth; abandoning returns sooner, but records as
 	// cancelled the losers of a completed job whose provider may have done
@@ -99,29 +103,30 @@ type Runner struct {
 // result, or once nothing more can be done.
 //
 // Errors: nil with the succeeded job (also when another attempt completed
-// it); ErrAttemptInFlight (an *AttemptInFlightError naming an open attempt:
-// another worker's, or one this Run or an earlier one left unknown, which a
-// Reconciler resolves); ErrJobClosed (the job was failed or cancelled);
-// ErrInvalidTransition (wrapping a *TransitionError: an attempt was resolved
-// by someone else while its provider call ran, so what the call produced
-// could not be recorded, and nothing more was started); ErrNoProviderLeft;
-// ctx.Err() when ctx ended (the in-flight provider calls were cancelled and
-// their attempts marked unknown); ErrNotFound, ErrInvalidInput, ErrStorage.
-func (r *Runner) Run(ctx context.Context, jobID string) (Job, error) {
+// it); [jobs.ErrAttemptInFlight] (a *jobs.AttemptInFlightError naming an
+// open attempt: another worker's, or one this Run or an earlier one left
+// unknown, which a Reconciler resolves); [jobs.ErrJobClosed] (the job was
+// failed or cancelled); [jobs.ErrInvalidTransition] (wrapping a
+// *jobs.TransitionError: an attempt was resolved by someone else while its
+// provider call ran, so what the call produced could not be recorded, and
+// nothing more was started); ErrNoProviderLeft; ctx.Err() when ctx ended
+// (the in-flight provider calls were cancelled and their attempts marked
+// unknown); [jobs.ErrNotFound], [jobs.ErrInvalidInput], [jobs.ErrStorage].
+func (r *Runner) Run(ctx context.Context, jobID string) (jobs.Job, error) {
 	m := r.Manager
 	job, err := m.Get(ctx, jobID)
 	if err != nil {
-		return Job{}, err
+		return jobs.Job{}, err
 	}
 	switch job.State {
-	case JobSucceeded:
+	case jobs.JobSucceeded:
 		return job, nil
-	case JobFailed, JobCancelled:
-		return job, &JobClosedError{JobID: job.ID, State: job.State}
+	case jobs.JobFailed, jobs.JobCancelled:
+		return job, &jobs.JobClosedError{JobID: job.ID, State: job.State}
 	}
 	prev, err := m.Attempts(ctx, jobID)
 	if err != nil {
-		return Job{}, err
+		return jobs.Job{}, err
 	}
 	failed := map[string]bool{}
 	for _, a := range prev {
@@ -129,9 +134,9 @@ func (r *Runner) Run(ctx context.Context, jobID string) (Job, error) {
 			// Another worker's attempt, or one left in doubt: the store
 			// would refuse a new one (or allow only a hedge, which is the
 			// business of whoever runs that attempt).
-			return job, &AttemptInFlightError{JobID: job.ID, AttemptID: a.ID, State: a.State}
+			return job, &jobs.AttemptInFlightError{JobID: job.ID, AttemptID: a.ID, State: a.State}
 		}
-		if a.State == AttemptFailed {
+		if a.State == jobs.AttemptFailed {
 			failed[a.Provider] = true
 		}
 	}
@@ -148,13 +153,14 @@ func (r *Runner) Run(ctx context.Context, jobID string) (Job, error) {
 	if timeout <= 0 {
 		timeout = DefaultAttemptTimeout
 	}
-	clock := m.opts.Clock
+	opts := m.Options()
 	logger := r.Logger
 	if logger == nil {
-		logger = m.logger
+		logger = opts.Logger
 	}
 	ru := &run{
-		r: r, m: m, job: job, clock: clock, logger: logger, timeout: timeout,
+		r: r, m: m, job: job, clock: opts.Clock, logger: logger,
+		timeout: timeout, writeTimeout: opts.WriteTimeout,
 		candidates: candidates,
 		inflight:   map[string]*flight{},
 		msgs:       make(chan runMsg, 3*len(candidates)+3),
@@ -166,36 +172,38 @@ func (r *Runner) Run(ctx context.Context, jobID string) (Job, error) {
 // provider calls and timers talk to it through msgs.
 type run struct {
 	r       *Runner
-	m       *Manager
-	job     Job
-	clock   Clock
+	m       *jobs.Manager
+	job     jobs.Job
+	clock   jobs.Clock
 	logger  *slog.Logger
 	timeout time.Duration
+
+	writeTimeout time.Duration // the Manager's: bounds the reads that learn how a run ended
 
 	candidates []string
 	inflight   map[string]*flight
 	msgs       chan runMsg
 
-	hedgeTimer Timer
+	hedgeTimer jobs.Timer
 	hedgeFired bool
 
-	stopStarting bool  // an attempt is in doubt, or the store refused one
-	won          bool  // the job has a winner (an attempt of this run or another's)
-	winner       Job   // the job as completed
-	closed       error // the job was closed by someone else
-	unrecorded   error // what a call produced could not be recorded: someone else resolved its attempt
-	doubt        error // *AttemptInFlightError for the attempt in doubt
-	doubtState   AttemptState
+	stopStarting bool     // an attempt is in doubt, or the store refused one
+	won          bool     // the job has a winner (an attempt of this run or another's)
+	winner       jobs.Job // the job as completed
+	closed       error    // the job was closed by someone else
+	unrecorded   error    // what a call produced could not be recorded: someone else resolved its attempt
+	doubt        error    // *AttemptInFlightError for the attempt in doubt
+	doubtState   jobs.AttemptState
 	fatal        error // a storage error
 	failures     []string
 	stillUnknown []*flight // MarkUnknown refused while a hedge was starting; retried
 }
 
 type flight struct {
-	a         Attempt
+	a         jobs.Attempt
 	hedge     bool
 	cancel    context.CancelFunc
-	deadline  Timer
+	deadline  jobs.Timer
 	stopTimer chan struct{}
 	acked     bool
 	ref       string
@@ -216,12 +224,12 @@ type runMsg struct {
 	kind   msgKind
 	id     string
 	ref    string
-	state  AttemptState // msgAck: the attempt's state once the reference is recorded
+	state  jobs.AttemptState // msgAck: the attempt's state once the reference is recorded
 	result json.RawMessage
 	err    error
 }
 
-func (ru *run) loop(ctx context.Context) (Job, error) {
+func (ru *run) loop(ctx context.Context) (jobs.Job, error) {
 	// Records outlive the caller's cancellation (bounded by WriteTimeout in
 	// the Manager); provider calls do not.
 	wctx := context.WithoutCancel(ctx)
@@ -259,9 +267,9 @@ func (ru *run) loop(ctx context.Context) (Job, error) {
 	case ru.closed != nil:
 		j, err := ru.jobNow(wctx)
 		if err != nil {
-			return Job{}, ru.closed
+			return jobs.Job{}, ru.closed
 		}
-		if j.State == JobSucceeded {
+		if j.State == jobs.JobSucceeded {
 			// Completed meanwhile, e.g. by a reconciler that learned the
 			// result of one of these attempts first.
 			return j, nil
@@ -271,21 +279,21 @@ func (ru *run) loop(ctx context.Context) (Job, error) {
 		j, _ := ru.jobNow(wctx)
 		return j, ru.unrecorded
 	case ctx.Err() != nil:
-		return Job{}, ctx.Err()
+		return jobs.Job{}, ctx.Err()
 	case ru.fatal != nil:
-		return Job{}, ru.fatal
+		return jobs.Job{}, ru.fatal
 	case ru.doubt != nil:
 		j, _ := ru.jobNow(wctx)
 		return j, ru.doubt
 	}
-	if j, err := ru.jobNow(wctx); err == nil && j.State == JobSucceeded {
+	if j, err := ru.jobNow(wctx); err == nil && j.State == jobs.JobSucceeded {
 		return j, nil // completed by someone else meanwhile
 	}
 	reason := "no provider configured"
 	if len(ru.failures) > 0 {
 		reason = strings.Join(ru.failures, "; ")
 	}
-	return Job{}, fmt.Errorf("%w for job %s: %s", ErrNoProviderLeft, ru.job.ID, reason)
+	return jobs.Job{}, fmt.Errorf("%w for job %s: %s", ErrNoProviderLeft, ru.job.ID, reason)
 }
 
 // tryStart starts the next attempt if the job needs one and the store would
@@ -326,36 +334,36 @@ func (ru *run) tryStart(ctx, wctx context.Context) {
 			continue
 		}
 		if err := ru.m.CheckFailover(ctx, ru.job, name); err != nil {
-			if errors.Is(err, ErrProviderUnverified) {
-				ru.logger.InfoContext(ctx, "jobs: runner skips unverified fallback", "job_id", ru.job.ID, "provider", name, "error", err)
+			if errors.Is(err, jobs.ErrProviderUnverified) {
+				ru.logger.InfoContext(ctx, "failover: runner skips unverified fallback", "job_id", ru.job.ID, "provider", name, "error", err)
 				ru.failures = append(ru.failures, name+": not verified")
 				continue
 			}
 			ru.fatal = err
 			return
 		}
-		var opts []AttemptOption
+		var opts []jobs.AttemptOption
 		if hedge {
-			opts = append(opts, Hedge())
+			opts = append(opts, jobs.Hedge())
 		}
 		a, err := ru.m.StartAttempt(ctx, ru.job.ID, name, opts...)
 		switch {
 		case err == nil:
 			ru.launch(ctx, wctx, p, a, hedge)
 			return
-		case errors.Is(err, ErrProviderUnverified):
+		case errors.Is(err, jobs.ErrProviderUnverified):
 			// Refused before anything was written: this provider may not
 			// take the job, the next one may.
 			ru.failures = append(ru.failures, name+": not verified")
 			continue
-		case errors.Is(err, ErrAttemptInFlight):
+		case errors.Is(err, jobs.ErrAttemptInFlight):
 			// Another worker's attempt, or one left in doubt earlier.
 			ru.stopStarting = true
 			if !hedge {
 				ru.doubt = err
 			}
 			return
-		case errors.Is(err, ErrJobClosed):
+		case errors.Is(err, jobs.ErrJobClosed):
 			ru.closedMeanwhile(wctx, err)
 			return
 		default:
@@ -369,14 +377,14 @@ func (ru *run) tryStart(ctx, wctx context.Context) {
 // ctx or at the attempt's deadline. What the call reports is recorded on
 // wctx, which outlives both: an acknowledgement that comes as the caller
 // gives up still records the provider's reference.
-func (ru *run) launch(ctx, wctx context.Context, p Provider, a Attempt, hedge bool) {
+func (ru *run) launch(ctx, wctx context.Context, p Provider, a jobs.Attempt, hedge bool) {
 	cctx, cancel := context.WithCancel(ctx)
 	f := &flight{a: a, hedge: hedge, cancel: cancel, stopTimer: make(chan struct{})}
 	ru.inflight[a.ID] = f
 	if hedge {
-		ru.logger.InfoContext(ctx, "jobs: hedging after silence", "job_id", ru.job.ID, "attempt_id", a.ID,
+		ru.logger.InfoContext(ctx, "failover: hedging after silence", "job_id", ru.job.ID, "attempt_id", a.ID,
 			"provider", a.Provider, "silence", ru.r.HedgeAfter)
-		ru.m.emit(ctx, Event{Type: EventHedgeStarted, JobID: ru.job.ID, AttemptID: a.ID, Kind: ru.job.Kind, Provider: a.Provider})
+		ru.m.Emit(ctx, jobs.Event{Type: EventHedgeStarted, JobID: ru.job.ID, AttemptID: a.ID, Kind: ru.job.Kind, Provider: a.Provider})
 	} else if ru.r.HedgeAfter > 0 {
 		// The silence is counted from the latest non-hedge attempt.
 		if ru.hedgeTimer != nil {
@@ -419,13 +427,13 @@ func (ru *run) handle(wctx, ctx context.Context, msg runMsg) {
 	switch msg.kind {
 	case msgAck:
 		if msg.err != nil {
-			ru.logger.WarnContext(ctx, "jobs: could not record acknowledgement", "job_id", ru.job.ID,
+			ru.logger.WarnContext(ctx, "failover: could not record acknowledgement", "job_id", ru.job.ID,
 				"attempt_id", msg.id, "provider_ref", msg.ref, "error", msg.err)
 			return
 		}
 		// Only a running attempt may be hedged; one that became unknown
 		// first has learned its reference and stays in doubt.
-		f.acked, f.ref = msg.state == AttemptRunning, msg.ref
+		f.acked, f.ref = msg.state == jobs.AttemptRunning, msg.ref
 	case msgDeadline:
 		if f.timedOut || f.abandoned {
 			return
@@ -451,8 +459,8 @@ func (ru *run) finish(wctx, ctx context.Context, f *flight, result json.RawMessa
 		// truth: offered, it is dropped and recorded on the attempt if it
 		// is still open (see cancelAttempt); otherwise it is only logged.
 		if callErr == nil {
-			if _, err := ru.m.Complete(wctx, f.a.ID, result); errors.Is(err, ErrInvalidTransition) || errors.Is(err, ErrInvalidInput) {
-				ru.logger.InfoContext(ctx, "jobs: abandoned attempt returned a result; dropped", "job_id", ru.job.ID,
+			if _, err := ru.m.Complete(wctx, f.a.ID, result); errors.Is(err, jobs.ErrInvalidTransition) || errors.Is(err, jobs.ErrInvalidInput) {
+				ru.logger.InfoContext(ctx, "failover: abandoned attempt returned a result; dropped", "job_id", ru.job.ID,
 					"attempt_id", f.a.ID, "provider", f.a.Provider)
 			}
 		}
@@ -474,23 +482,21 @@ func (ru *run) finish(wctx, ctx context.Context, f *flight, result json.RawMessa
 // offer records a result the provider returned.
 func (ru *run) offer(wctx, ctx context.Context, f *flight, result json.RawMessage) {
 	id := f.a.ID
-	if err := ru.m.checkResult(result); err != nil {
-		// An empty body or something that is not JSON: the provider
-		// answered, but not with anything usable.
-		var in *InputError
-		errors.As(err, &in)
-		reason := "unusable result: " + in.Problem
-		ru.logger.WarnContext(ctx, "jobs: unusable result", "job_id", ru.job.ID, "attempt_id", id, "provider", f.a.Provider, "reason", reason)
-		ru.fail(wctx, f, reason, reason)
-		return
-	}
 	j, err := ru.m.Complete(wctx, id, result)
-	var cv *ContractViolationError
+	var in *jobs.InputError
+	var cv *jobs.ContractViolationError
 	switch {
 	case err == nil:
-		ru.logger.DebugContext(ctx, "jobs: attempt won", "job_id", j.ID, "attempt_id", id, "provider", f.a.Provider)
+		ru.logger.DebugContext(ctx, "failover: attempt won", "job_id", j.ID, "attempt_id", id, "provider", f.a.Provider)
 		ru.hasWinner(wctx, j)
-	case errors.Is(err, ErrLostRace):
+	case errors.As(err, &in) && in.Field == "Result":
+		// An empty body or something that is not JSON: the provider
+		// answered, but not with anything usable. Complete refused it
+		// before writing anything.
+		reason := "unusable result: " + in.Problem
+		ru.logger.WarnContext(ctx, "failover: unusable result", "job_id", ru.job.ID, "attempt_id", id, "provider", f.a.Provider, "reason", reason)
+		ru.fail(wctx, f, reason, reason)
+	case errors.Is(err, jobs.ErrLostRace):
 		// Another attempt completed the job first (Complete dropped this
 		// result and logged the race): the job is done.
 		ru.stopStarting = true
@@ -504,24 +510,24 @@ func (ru *run) offer(wctx, ctx context.Context, f *flight, result json.RawMessag
 		// Complete records a violation as a failure, unless the attempt
 		// was resolved meanwhile: only a recorded failure allows the next
 		// provider.
-		rctx, cancel := ru.m.writeContext(wctx)
+		rctx, cancel := context.WithTimeout(wctx, ru.writeTimeout)
 		a, aerr := ru.m.Attempt(rctx, id)
 		cancel()
 		switch {
 		case aerr != nil:
 			ru.fatal = aerr
-		case a.State == AttemptFailed:
+		case a.State == jobs.AttemptFailed:
 			ru.failures = append(ru.failures, f.a.Provider+": "+cv.Reason)
 		default:
 			ru.resolvedMeanwhile(wctx, f, "the contract violation of its result",
-				&TransitionError{AttemptID: id, From: a.State, To: AttemptFailed})
+				&jobs.TransitionError{AttemptID: id, From: a.State, To: jobs.AttemptFailed})
 		}
-	case errors.Is(err, ErrJobClosed):
+	case errors.Is(err, jobs.ErrJobClosed):
 		ru.closedMeanwhile(wctx, err)
-	case errors.Is(err, ErrInvalidTransition):
+	case errors.Is(err, jobs.ErrInvalidTransition):
 		ru.resolvedMeanwhile(wctx, f, "its result", err)
 	default:
-		ru.logger.ErrorContext(ctx, "jobs: could not record result", "job_id", ru.job.ID, "attempt_id", id, "error", err)
+		ru.logger.ErrorContext(ctx, "failover: could not record result", "job_id", ru.job.ID, "attempt_id", id, "error", err)
 		ru.fatal = err
 	}
 }
@@ -530,11 +536,11 @@ func (ru *run) offer(wctx, ctx context.Context, f *flight, result json.RawMessag
 // nothing usable. Only a failure recorded here, or found recorded already,
 // lets the run move on to the next provider.
 func (ru *run) fail(wctx context.Context, f *flight, reason, summary string) {
-	_, err := ru.m.Fail(wctx, f.a.ID, sanitizeReason(reason))
+	_, err := ru.m.Fail(wctx, f.a.ID, jobs.SanitizeReason(reason))
 	switch {
 	case err == nil:
 		ru.failures = append(ru.failures, f.a.Provider+": "+summary)
-	case errors.Is(err, ErrInvalidTransition):
+	case errors.Is(err, jobs.ErrInvalidTransition):
 		ru.resolvedMeanwhile(wctx, f, "its failure", err)
 	default:
 		ru.fatal = err
@@ -548,15 +554,15 @@ func (ru *run) fail(wctx context.Context, f *flight, reason, summary string) {
 // job has a winner, that is the run's answer; otherwise Run returns err.
 func (ru *run) resolvedMeanwhile(wctx context.Context, f *flight, what string, err error) {
 	ru.stopStarting = true
-	if j, gerr := ru.jobNow(wctx); gerr == nil && j.State == JobSucceeded {
+	if j, gerr := ru.jobNow(wctx); gerr == nil && j.State == jobs.JobSucceeded {
 		// E.g. a reconciler learned this attempt's result first.
 		ru.hasWinner(wctx, j)
 		return
 	}
-	ru.logger.ErrorContext(wctx, "jobs: attempt resolved by someone else while its provider call ran; starting nothing more",
+	ru.logger.ErrorContext(wctx, "failover: attempt resolved by someone else while its provider call ran; starting nothing more",
 		"job_id", ru.job.ID, "attempt_id", f.a.ID, "provider", f.a.Provider, "not_recorded", what, "error", err)
 	if ru.unrecorded == nil {
-		ru.unrecorded = fmt.Errorf("jobs: runner: job %s: attempt %s was resolved by someone else while its provider call ran; %s was not recorded: %w",
+		ru.unrecorded = fmt.Errorf("failover: runner: job %s: attempt %s was resolved by someone else while its provider call ran; %s was not recorded: %w",
 			ru.job.ID, f.a.ID, what, err)
 	}
 }
@@ -564,7 +570,7 @@ func (ru *run) resolvedMeanwhile(wctx context.Context, f *flight, what string, e
 // hasWinner records that the job was completed (j), by an attempt of this
 // run or by another; with AbandonLosers the calls still in flight are
 // cancelled.
-func (ru *run) hasWinner(wctx context.Context, j Job) {
+func (ru *run) hasWinner(wctx context.Context, j jobs.Job) {
 	ru.won, ru.winner = true, j
 	if ru.r.AbandonLosers {
 		ru.abandonLosers(wctx)
@@ -593,13 +599,13 @@ func (ru *run) inDoubt(wctx context.Context, f *flight, reason string) {
 		return
 	}
 	ru.stopStarting = true
-	_, err := ru.m.MarkUnknown(wctx, f.a.ID, sanitizeReason(reason))
+	_, err := ru.m.MarkUnknown(wctx, f.a.ID, jobs.SanitizeReason(reason))
 	switch {
 	case err == nil:
-		ru.noteDoubt(f.a.ID, AttemptUnknown)
-	case errors.Is(err, ErrInvalidTransition):
+		ru.noteDoubt(f.a.ID, jobs.AttemptUnknown)
+	case errors.Is(err, jobs.ErrInvalidTransition):
 		ru.resolvedMeanwhile(wctx, f, "its doubt ("+reason+")", err)
-	case errors.Is(err, ErrAttemptInFlight):
+	case errors.Is(err, jobs.ErrAttemptInFlight):
 		// A hedge is still starting: try again once it moves on.
 		ru.stillUnknown = append(ru.stillUnknown, f)
 		f.a.Reason = reason
@@ -615,13 +621,13 @@ func (ru *run) retryUnknown(wctx context.Context) {
 	pending := ru.stillUnknown
 	ru.stillUnknown = nil
 	for _, f := range pending {
-		_, err := ru.m.MarkUnknown(wctx, f.a.ID, sanitizeReason(f.a.Reason))
+		_, err := ru.m.MarkUnknown(wctx, f.a.ID, jobs.SanitizeReason(f.a.Reason))
 		switch {
 		case err == nil:
-			ru.noteDoubt(f.a.ID, AttemptUnknown)
-		case errors.Is(err, ErrAttemptInFlight):
+			ru.noteDoubt(f.a.ID, jobs.AttemptUnknown)
+		case errors.Is(err, jobs.ErrAttemptInFlight):
 			ru.stillUnknown = append(ru.stillUnknown, f)
-		case errors.Is(err, ErrInvalidTransition):
+		case errors.Is(err, jobs.ErrInvalidTransition):
 			ru.resolvedMeanwhile(wctx, f, "its doubt ("+f.a.Reason+")", err)
 		default:
 			ru.fatal = err
@@ -631,8 +637,8 @@ func (ru *run) retryUnknown(wctx context.Context) {
 		// Nothing left to wait for: the attempt stays running and a
 		// reconciler finds it stale.
 		for _, f := range ru.stillUnknown {
-			ru.logger.WarnContext(wctx, "jobs: attempt left running for the reconciler", "job_id", ru.job.ID, "attempt_id", f.a.ID)
-			ru.noteDoubt(f.a.ID, AttemptRunning)
+			ru.logger.WarnContext(wctx, "failover: attempt left running for the reconciler", "job_id", ru.job.ID, "attempt_id", f.a.ID)
+			ru.noteDoubt(f.a.ID, jobs.AttemptRunning)
 		}
 		ru.stillUnknown = nil
 	}
@@ -640,20 +646,20 @@ func (ru *run) retryUnknown(wctx context.Context) {
 
 // jobNow reads the job as it is now, to learn how a run ended. Like the
 // records before it, the read outlives the caller (wctx) and is bounded by
-// Options.WriteTimeout.
-func (ru *run) jobNow(wctx context.Context) (Job, error) {
-	rctx, cancel := ru.m.writeContext(wctx)
+// jobs.Options.WriteTimeout.
+func (ru *run) jobNow(wctx context.Context) (jobs.Job, error) {
+	rctx, cancel := context.WithTimeout(wctx, ru.writeTimeout)
 	defer cancel()
 	return ru.m.Get(rctx, ru.job.ID)
 }
 
 // noteDoubt remembers the attempt Run reports as in doubt: the first that
 // became unknown, else one left running.
-func (ru *run) noteDoubt(id string, state AttemptState) {
-	if ru.doubt != nil && (state != AttemptUnknown || ru.doubtState == AttemptUnknown) {
+func (ru *run) noteDoubt(id string, state jobs.AttemptState) {
+	if ru.doubt != nil && (state != jobs.AttemptUnknown || ru.doubtState == jobs.AttemptUnknown) {
 		return
 	}
-	ru.doubt = &AttemptInFlightError{JobID: ru.job.ID, AttemptID: id, State: state}
+	ru.doubt = &jobs.AttemptInFlightError{JobID: ru.job.ID, AttemptID: id, State: state}
 	ru.doubtState = state
 }
 
@@ -670,7 +676,7 @@ func (ru *run) abandonLosers(wctx context.Context) {
 // job has its result and keeps its key for good. On a job closed without
 // a winner, the provider may still act on the call, so the attempt is
 // recorded as unknown, never as cancelled: it keeps the job's key (see
-// KeyReuse) until a Reconciler learns what the provider did. If another
+// jobs.KeyReuse) until a Reconciler learns what the provider did. If another
 // attempt is in doubt already, it stays as it is (starting or running),
 // open all the same, for the Reconciler to find stale.
 func (ru *run) cancelAttempt(wctx context.Context, f *flight) {
@@ -682,8 +688,8 @@ func (ru *run) cancelAttempt(wctx context.Context, f *flight) {
 	} else {
 		_, err = ru.m.MarkUnknown(wctx, f.a.ID, reasonAbandonedClosed)
 	}
-	if err != nil && !errors.Is(err, ErrInvalidTransition) && !errors.Is(err, ErrAttemptInFlight) {
-		ru.logger.WarnContext(wctx, "jobs: could not record an abandoned attempt", "attempt_id", f.a.ID, "error", err)
+	if err != nil && !errors.Is(err, jobs.ErrInvalidTransition) && !errors.Is(err, jobs.ErrAttemptInFlight) {
+		ru.logger.WarnContext(wctx, "failover: could not record an abandoned attempt", "attempt_id", f.a.ID, "error", err)
 	}
 }
 

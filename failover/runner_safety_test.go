@@ -1,4 +1,4 @@
-package jobs_test
+package failover_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 )
 
 // scriptedProvider hands each call to the test, which acknowledges it,
@@ -141,8 +142,8 @@ func (f *fixture) withHooks() *hooks {
 
 // runnerOver returns a runner over the given providers with f's clock, a
 // minute per attempt, and fallbacks in order.
-func (f *fixture) runnerOver(providers map[string]jobs.Provider, fallbacks ...string) *jobs.Runner {
-	return &jobs.Runner{Manager: f.m, Providers: providers, Fallbacks: fallbacks, AttemptTimeout: time.Minute}
+func (f *fixture) runnerOver(providers map[string]failover.Provider, fallbacks ...string) *failover.Runner {
+	return &failover.Runner{Manager: f.m, Providers: providers, Fallbacks: fallbacks, AttemptTimeout: time.Minute}
 }
 
 // startRefusingStore is a store whose CreateAttempt fails with a storage
@@ -198,7 +199,7 @@ func TestRunnerRecordsAcknowledgementThatArrivesAsTheCallEnds(t *testing.T) {
 				f := newFixture(t, sc)
 				h := f.withHooks()
 				alpha := newScripted("alpha", f.clock)
-				r := f.runnerOver(map[string]jobs.Provider{"alpha": alpha})
+				r := f.runnerOver(map[string]failover.Provider{"alpha": alpha})
 				j := f.submit(t, "k", "alpha")
 				var attemptID atomic.Value
 				attemptID.Store("")
@@ -222,8 +223,8 @@ func TestRunnerRecordsAcknowledgementThatArrivesAsTheCallEnds(t *testing.T) {
 				}
 
 				// The reference is what a reconciler needs: alpha did the work.
-				alpha.setOutcome("alpha-ref", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)})
-				rec := &jobs.Reconciler{Manager: f.m, Providers: r.Providers, RecheckAfter: time.Second, StaleAfter: time.Second}
+				alpha.setOutcome("alpha-ref", failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)})
+				rec := &failover.Reconciler{Manager: f.m, Providers: r.Providers, RecheckAfter: time.Second, StaleAfter: time.Second}
 				f.clock.Advance(2 * time.Second)
 				rep, err := rec.ReconcileOnce(context.Background())
 				if err != nil || len(rep.Resolved) != 1 || rep.Resolved[0].To != jobs.AttemptSucceeded {
@@ -245,7 +246,7 @@ func TestRunnerRecordsAcknowledgementThatArrivesAsTheCallEnds(t *testing.T) {
 // the store refused the next attempt), it starts nothing more: the intent
 // must not run twice.
 func TestRunnerFailsOverOnlyPastAFailureItRecorded(t *testing.T) {
-	definitive := jobs.Definitive(errors.New("HTTP 400: prompt rejected"))
+	definitive := failover.Definitive(errors.New("HTTP 400: prompt rejected"))
 	cancelIt := func(t *testing.T, f *fixture, a jobs.Attempt) {
 		if _, err := f.managerOn(f.store).Cancel(context.Background(), a.ID, "operator: stop this one"); err != nil {
 			t.Fatal(err)
@@ -342,7 +343,7 @@ func TestRunnerFailsOverOnlyPastAFailureItRecorded(t *testing.T) {
 				f.verify(t, "beta", goodB)
 				alpha := newScripted("alpha", f.clock)
 				beta := &fakeProvider{name: "beta", clock: f.clock, result: json.RawMessage(goodB)} // answers at once
-				r := f.runnerOver(map[string]jobs.Provider{"alpha": alpha, "beta": beta}, "beta")
+				r := f.runnerOver(map[string]failover.Provider{"alpha": alpha, "beta": beta}, "beta")
 				j := f.submit(t, "k", "alpha")
 				var alphaAttempt atomic.Value
 				if tt.onFailed != nil {
@@ -418,7 +419,7 @@ func TestRunnerOnAJobClosedMeanwhile(t *testing.T) {
 				f.verify(t, "beta", goodB)
 				h := f.withHooks()
 				alpha, beta := newScripted("alpha", f.clock), newScripted("beta", f.clock)
-				r := f.runnerOver(map[string]jobs.Provider{"alpha": alpha, "beta": beta}, "beta")
+				r := f.runnerOver(map[string]failover.Provider{"alpha": alpha, "beta": beta}, "beta")
 				r.HedgeAfter = 10 * time.Second
 				r.AbandonLosers = tt.abandon
 				j := f.submit(t, "k", "alpha")

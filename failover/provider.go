@@ -1,9 +1,11 @@
-package jobs
+package failover
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"github.com/intentjobs/jobs"
 )
 
 // Provider is one backend that can fulfil jobs, as seen by a Runner and a
@@ -28,7 +30,7 @@ type Provider interface {
 	// refused or failed the request (it did not and will not do the work):
 	// the attempt fails and the next provider may be tried. Any other error
 	// leaves the outcome in doubt: the attempt becomes unknown.
-	Call(ctx context.Context, job Job, attempt Attempt, ack func(ref string) error) (json.RawMessage, error)
+	Call(ctx context.Context, job jobs.Job, attempt jobs.Attempt, ack func(ref string) error) (json.RawMessage, error)
 
 	// Lookup asks the provider what became of the attempt's request: by
 	// attempt.ProviderRef when one was recorded, else by
@@ -47,21 +49,15 @@ type Provider interface {
 	// matching ErrLookupUnsupported: the attempt stays in doubt, and the
 	// Reconciler reports it as needing an operator. Any other error is
 	// taken as a failed lookup, asked again later.
-	Lookup(ctx context.Context, attempt Attempt) (Outcome, error)
+	Lookup(ctx context.Context, attempt jobs.Attempt) (Outcome, error)
 }
 
 // ErrLookupUnsupported is what Provider.Lookup returns (or wraps) when the
 // provider cannot say what became of a request, typically because it has
 // no reference for it and cannot search by idempotency key. The attempt
-// stays in doubt until an operator resolves it (Complete, Fail or Cancel).
-var ErrLookupUnsupported = errors.New("jobs: provider cannot look up this request")
-
-// ProviderKey returns the idempotency key of the attempt's request at its
-// provider: the attempt's ID. Provider.Call sends it with the request, and
-// Provider.Lookup finds the request by it when no reference was recorded.
-// Each attempt has its own key, so that a retry or a failover (a new
-// attempt) is a new request, while a resent request of one attempt is not.
-func (a Attempt) ProviderKey() string { return a.ID }
+// stays in doubt until an operator resolves it (the Manager's Complete, Fail
+// or Cancel).
+var ErrLookupUnsupported = errors.New("failover: provider cannot look up this request")
 
 // OutcomeState is what a provider says became of a request.
 type OutcomeState string
@@ -85,6 +81,7 @@ type Outcome struct {
 // not do the work and will not do it. Make one with Definitive.
 type DefinitiveError struct{ Err error }
 
+// Error returns the wrapped error's message.
 func (e *DefinitiveError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the wrapped error.

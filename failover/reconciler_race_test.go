@@ -1,4 +1,4 @@
-package jobs_test
+package failover_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 )
 
 // heldProvider is a provider whose lookups can be held at their start, for
@@ -21,19 +22,19 @@ import (
 // for any later lookup). Call, for runners, never acknowledges and gives
 // up when its context ends: the provider keeps the work.
 type heldProvider struct {
-	entered  chan string               // keys of held lookups, as they start
-	onLookup func(first bool)          // runs as each lookup starts; first: the request's first lookup
-	mu       sync.Mutex                //
-	answers  map[string][]jobs.Outcome // by lookup key
-	gates    map[string]chan struct{}  // the first lookup of a key waits until its gate closes
-	lookups  map[string]int            // lookups begun, by key
-	active   map[string]int            // lookups under way, by key
-	overlaps map[string]int            // lookups begun while another of the same key was under way
-	calls    map[string]int            // Calls, by job ID
+	entered  chan string                   // keys of held lookups, as they start
+	onLookup func(first bool)              // runs as each lookup starts; first: the request's first lookup
+	mu       sync.Mutex                    //
+	answers  map[string][]failover.Outcome // by lookup key
+	gates    map[string]chan struct{}      // the first lookup of a key waits until its gate closes
+	lookups  map[string]int                // lookups begun, by key
+	active   map[string]int                // lookups under way, by key
+	overlaps map[string]int                // lookups begun while another of the same key was under way
+	calls    map[string]int                // Calls, by job ID
 }
 
 func newHeldProvider() *heldProvider {
-	return &heldProvider{entered: make(chan string, 100), answers: map[string][]jobs.Outcome{}, gates: map[string]chan struct{}{},
+	return &heldProvider{entered: make(chan string, 100), answers: map[string][]failover.Outcome{}, gates: map[string]chan struct{}{},
 		lookups: map[string]int{}, active: map[string]int{}, overlaps: map[string]int{}, calls: map[string]int{}}
 }
 
@@ -45,7 +46,7 @@ func lookupKeyOf(a jobs.Attempt) string {
 }
 
 // script sets the answers to the lookups of key, in order.
-func (p *heldProvider) script(key string, answers ...jobs.Outcome) {
+func (p *heldProvider) script(key string, answers ...failover.Outcome) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.answers[key] = answers
@@ -68,7 +69,7 @@ func (p *heldProvider) Call(ctx context.Context, job jobs.Job, _ jobs.Attempt, _
 	return nil, ctx.Err()
 }
 
-func (p *heldProvider) Lookup(ctx context.Context, a jobs.Attempt) (jobs.Outcome, error) {
+func (p *heldProvider) Lookup(ctx context.Context, a jobs.Attempt) (failover.Outcome, error) {
 	key := lookupKeyOf(a)
 	p.mu.Lock()
 	n := p.lookups[key]
@@ -92,14 +93,14 @@ func (p *heldProvider) Lookup(ctx context.Context, a jobs.Attempt) (jobs.Outcome
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return jobs.Outcome{}, ctx.Err()
+			return failover.Outcome{}, ctx.Err()
 		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	as := p.answers[key]
 	if len(as) == 0 {
-		return jobs.Outcome{}, fmt.Errorf("lookup %s: not scripted", key)
+		return failover.Outcome{}, fmt.Errorf("lookup %s: not scripted", key)
 	}
 	return as[min(n, len(as)-1)], nil
 }
@@ -125,8 +126,8 @@ func (p *heldProvider) awaitLookup(t *testing.T) string {
 
 // reconcileAsync runs one pass of rec in a goroutine; the returned func
 // waits for its report.
-func reconcileAsync(ctx context.Context, rec *jobs.Reconciler) func(t *testing.T) jobs.ReconcileReport {
-	ch := make(chan jobs.ReconcileReport, 1)
+func reconcileAsync(ctx context.Context, rec *failover.Reconciler) func(t *testing.T) failover.ReconcileReport {
+	ch := make(chan failover.ReconcileReport, 1)
 	go func() {
 		rep, err := rec.ReconcileOnce(ctx)
 		if err != nil {
@@ -134,24 +135,24 @@ func reconcileAsync(ctx context.Context, rec *jobs.Reconciler) func(t *testing.T
 		}
 		ch <- rep
 	}()
-	return func(t *testing.T) jobs.ReconcileReport {
+	return func(t *testing.T) failover.ReconcileReport {
 		t.Helper()
 		select {
 		case rep := <-ch:
 			return rep
 		case <-time.After(30 * time.Second):
 			t.Fatal("ReconcileOnce did not return")
-			return jobs.ReconcileReport{}
+			return failover.ReconcileReport{}
 		}
 	}
 }
 
 // reconcilers returns n reconcilers over p, each on a store handle of its
 // own, as reconcilers in n processes would be.
-func (f *fixture) reconcilers(n int, p jobs.Provider, configure func(*jobs.Reconciler)) []*jobs.Reconciler {
-	recs := make([]*jobs.Reconciler, n)
+func (f *fixture) reconcilers(n int, p failover.Provider, configure func(*failover.Reconciler)) []*failover.Reconciler {
+	recs := make([]*failover.Reconciler, n)
 	for i := range recs {
-		recs[i] = &jobs.Reconciler{Manager: f.managerOn(f.another()), Providers: map[string]jobs.Provider{"alpha": p},
+		recs[i] = &failover.Reconciler{Manager: f.managerOn(f.another()), Providers: map[string]failover.Provider{"alpha": p},
 			StaleAfter: time.Minute}
 		if configure != nil {
 			configure(recs[i])
@@ -163,7 +164,7 @@ func (f *fixture) reconcilers(n int, p jobs.Provider, configure func(*jobs.Recon
 // raceReconcilers releases recs together, each reconciling until a pass
 // finds nothing to do. It returns how often each attempt was resolved, and
 // the sum of the reports' counts and errors.
-func raceReconcilers(ctx context.Context, recs []*jobs.Reconciler) (resolved map[string]int, sum jobs.ReconcileReport) {
+func raceReconcilers(ctx context.Context, recs []*failover.Reconciler) (resolved map[string]int, sum failover.ReconcileReport) {
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
@@ -204,7 +205,7 @@ func raceReconcilers(ctx context.Context, recs []*jobs.Reconciler) (resolved map
 // the attempt.
 func (f *fixture) unknownAfterTimeout(t *testing.T, p *heldProvider, j jobs.Job) jobs.Attempt {
 	t.Helper()
-	r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": p}, AttemptTimeout: time.Minute}
+	r := &failover.Runner{Manager: f.m, Providers: map[string]failover.Provider{"alpha": p}, AttemptTimeout: time.Minute}
 	return f.runUntilUnknown(t, r, j.ID, 1)
 }
 
@@ -227,7 +228,7 @@ func TestReconcilerSlowLookupKeepsItsClaim(t *testing.T) {
 		if _, err := f.m.MarkUnknown(ctx, a.ID, "no result within 1m0s"); err != nil {
 			t.Fatal(err)
 		}
-		p.script("alpha-req-1", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)})
+		p.script("alpha-req-1", failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)})
 		let := p.hold("alpha-req-1")
 		defer let()
 		recs := f.reconcilers(2, p, nil)
@@ -250,7 +251,7 @@ func TestReconcilerSlowLookupKeepsItsClaim(t *testing.T) {
 		if n := p.count(p.lookups, "alpha-req-1"); n != 1 {
 			t.Errorf("provider asked %d times", n)
 		}
-		if n := f.ev.count(jobs.EventAttemptReconciled); n != 1 {
+		if n := f.ev.count(failover.EventAttemptReconciled); n != 1 {
 			t.Errorf("%d reconciled events, want 1", n)
 		}
 		if got, _ := f.m.Get(ctx, j.ID); got.State != jobs.JobSucceeded || string(got.Result) != goodA {
@@ -266,19 +267,19 @@ func TestReconcilerSlowLookupKeepsItsClaim(t *testing.T) {
 // attempt is resolved once, by the holder of the claim, and the intent is
 // never executed twice.
 func TestReconcilerLateAnswerAfterTakeoverIsRefused(t *testing.T) {
-	succeeded := func(r string) jobs.Outcome {
-		return jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(r)}
+	succeeded := func(r string) failover.Outcome {
+		return failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(r)}
 	}
 	tests := []struct {
 		name       string
-		late, next jobs.Outcome // the first reconciler's answer, the one after the takeover
+		late, next failover.Outcome // the first reconciler's answer, the one after the takeover
 		wantState  jobs.AttemptState
 		wantResult string // the job's, when succeeded
 		wantEvents int
 	}{
 		{"late result after the takeover's", succeeded(goodB), succeeded(goodA), jobs.AttemptSucceeded, goodA, 1},
-		{"late not found after the takeover's pending", jobs.Outcome{State: jobs.OutcomeNotFound}, jobs.Outcome{State: jobs.OutcomePending}, jobs.AttemptUnknown, "", 0},
-		{"late result after the takeover's failure", succeeded(goodB), jobs.Outcome{State: jobs.OutcomeFailed, Reason: "refused"}, jobs.AttemptFailed, "", 1},
+		{"late not found after the takeover's pending", failover.Outcome{State: failover.OutcomeNotFound}, failover.Outcome{State: failover.OutcomePending}, jobs.AttemptUnknown, "", 0},
+		{"late result after the takeover's failure", succeeded(goodB), failover.Outcome{State: failover.OutcomeFailed, Reason: "refused"}, jobs.AttemptFailed, "", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -310,7 +311,7 @@ func TestReconcilerLateAnswerAfterTakeoverIsRefused(t *testing.T) {
 				if got.State != tt.wantState {
 					t.Errorf("attempt %s (%s), want %s", got.State, got.Reason, tt.wantState)
 				}
-				if n := f.ev.count(jobs.EventAttemptReconciled); n != tt.wantEvents {
+				if n := f.ev.count(failover.EventAttemptReconciled); n != tt.wantEvents {
 					t.Errorf("%d reconciled events, want %d", n, tt.wantEvents)
 				}
 				job, _ := f.m.Get(ctx, j.ID)
@@ -319,7 +320,7 @@ func TestReconcilerLateAnswerAfterTakeoverIsRefused(t *testing.T) {
 				}
 				if got.State.Open() {
 					// Pending: looked at again RecheckAfter after that answer, not before.
-					f.clock.Advance(jobs.DefaultRecheckAfter - time.Microsecond)
+					f.clock.Advance(failover.DefaultRecheckAfter - time.Microsecond)
 					if rep, err := recs[0].ReconcileOnce(ctx); err != nil || rep.Examined != 0 {
 						t.Errorf("before RecheckAfter: %+v, %v", rep, err)
 					}
@@ -329,7 +330,7 @@ func TestReconcilerLateAnswerAfterTakeoverIsRefused(t *testing.T) {
 					}
 				}
 				// Nothing runs the intent again: the job is done, or still in doubt.
-				r := &jobs.Runner{Manager: f.m, Providers: map[string]jobs.Provider{"alpha": p}}
+				r := &failover.Runner{Manager: f.m, Providers: map[string]failover.Provider{"alpha": p}}
 				if job.State == jobs.JobSucceeded || got.State.Open() {
 					if _, err := r.Run(ctx, j.ID); err != nil && !errors.Is(err, jobs.ErrAttemptInFlight) {
 						t.Errorf("Run = %v", err)
@@ -351,13 +352,13 @@ func TestReconcilerLateAnswerAfterTakeoverIsRefused(t *testing.T) {
 func TestReconcilerYieldsToRunnersResultDuringLookup(t *testing.T) {
 	tests := []struct {
 		name   string
-		answer jobs.Outcome
+		answer failover.Outcome
 	}{
-		{"result", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}},
-		{"result off contract", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"text":"x"}`)}},
-		{"unusable result", jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`not json`)}},
-		{"failure", jobs.Outcome{State: jobs.OutcomeFailed, Reason: "refused"}},
-		{"not found", jobs.Outcome{State: jobs.OutcomeNotFound}},
+		{"result", failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)}},
+		{"result off contract", failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(`{"text":"x"}`)}},
+		{"unusable result", failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(`not json`)}},
+		{"failure", failover.Outcome{State: failover.OutcomeFailed, Reason: "refused"}},
+		{"not found", failover.Outcome{State: failover.OutcomeNotFound}},
 	}
 	forEachStore(t, func(t *testing.T, sc storeCase) {
 		f := newFixture(t, sc)
@@ -396,7 +397,7 @@ func TestReconcilerYieldsToRunnersResultDuringLookup(t *testing.T) {
 				t.Errorf("%s: attempt %s (%s)", tt.name, got.State, got.Reason)
 			}
 		}
-		if n := f.ev.count(jobs.EventAttemptReconciled); n != 0 {
+		if n := f.ev.count(failover.EventAttemptReconciled); n != 0 {
 			t.Errorf("%d reconciled events for attempts the runner resolved", n)
 		}
 		f.checkInvariants(t)
@@ -424,13 +425,13 @@ func TestReconcilersRacingOverSlowLookupsResolveEachAttemptOnce(t *testing.T) {
 			}
 		}
 		outcomes := []struct {
-			o    jobs.Outcome
+			o    failover.Outcome
 			want jobs.AttemptState
 		}{
-			{jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded},
-			{jobs.Outcome{State: jobs.OutcomeFailed, Reason: "refused"}, jobs.AttemptFailed},
-			{jobs.Outcome{State: jobs.OutcomeNotFound}, jobs.AttemptCancelled},
-			{jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"text":"off contract"}`)}, jobs.AttemptFailed},
+			{failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(goodA)}, jobs.AttemptSucceeded},
+			{failover.Outcome{State: failover.OutcomeFailed, Reason: "refused"}, jobs.AttemptFailed},
+			{failover.Outcome{State: failover.OutcomeNotFound}, jobs.AttemptCancelled},
+			{failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(`{"text":"off contract"}`)}, jobs.AttemptFailed},
 		}
 		want := map[string]jobs.AttemptState{}
 		keys := map[string]string{}
@@ -464,7 +465,7 @@ func TestReconcilersRacingOverSlowLookupsResolveEachAttemptOnce(t *testing.T) {
 
 		// Lookups are slow on the clock, not in real time: a lease longer
 		// than the whole test's clock time leaves no claim to expire.
-		recs := f.reconcilers(nReconcilers, p, func(r *jobs.Reconciler) {
+		recs := f.reconcilers(nReconcilers, p, func(r *failover.Reconciler) {
 			r.BatchSize = 5
 			r.LookupTimeout = nJobs * lookupTakes
 		})
@@ -479,7 +480,7 @@ func TestReconcilersRacingOverSlowLookupsResolveEachAttemptOnce(t *testing.T) {
 		reconciled := map[string]int{}
 		f.ev.mu.Lock()
 		for _, ev := range f.ev.all {
-			if ev.Type == jobs.EventAttemptReconciled {
+			if ev.Type == failover.EventAttemptReconciled {
 				reconciled[ev.AttemptID]++
 			}
 		}
