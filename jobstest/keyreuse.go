@@ -20,56 +20,6 @@ func reuseReq(key string, r jobs.KeyReuse) jobs.SubmitRequest {
 	return q
 }
 
-// jobIn returns a job under key in state s: pending, running (an attempt
-// running), succeeded, failed (given up) or cancelled.
-func (e *env) jobIn(key string, s jobs.JobState) jobs.Job {
-	e.t.Helper()
-	j := e.submit(req("owner-1", key))
-	var err error
-	switch s {
-	case jobs.JobPending:
-		return j
-	case jobs.JobRunning:
-		e.running(j.ID)
-	case jobs.JobSucceeded:
-		a := e.start(j.ID, "")
-		_, err = e.m.Complete(e.ctx, a.ID, json.RawMessage(`{"ok":true}`))
-	case jobs.JobFailed:
-		a := e.start(j.ID, "")
-		if _, err = e.m.Fail(e.ctx, a.ID, "declined"); err == nil {
-			_, err = e.m.FailJob(e.ctx, j.ID, "gave up")
-		}
-	case jobs.JobCancelled:
-		_, err = e.m.CancelJob(e.ctx, j.ID, "stop")
-	}
-	if err != nil {
-		e.t.Fatalf("job in state %s: %v", s, err)
-	}
-	return e.job(j.ID)
-}
-
-// cancelledWith returns a job under key that was cancelled while its one
-// attempt is in state s (starting, running or unknown), and that attempt.
-func (e *env) cancelledWith(key string, s jobs.AttemptState) (jobs.Job, jobs.Attempt) {
-	e.t.Helper()
-	j := e.submit(reuseReq(key, jobs.KeyReuseAfterFailureOrCancel))
-	a := e.start(j.ID, "")
-	var err error
-	switch s {
-	case jobs.AttemptRunning:
-		a, err = e.m.MarkRunning(e.ctx, a.ID, "ref-"+a.ID)
-	case jobs.AttemptUnknown:
-		a, err = e.m.MarkUnknown(e.ctx, a.ID, "timed out")
-	}
-	if err == nil {
-		_, err = e.m.CancelJob(e.ctx, j.ID, "the user gave up")
-	}
-	if err != nil {
-		e.t.Fatalf("job cancelled with its attempt %s: %v", s, err)
-	}
-	return e.job(j.ID), a
-}
-
 // testKeyReuse: under a KeyReuse policy, the same intent submitted again
 // after its job failed (or was cancelled, as the policy says) creates a new
 // job under the key, and only then. The old job stays as it was, readable
@@ -556,17 +506,4 @@ func testKeyReuse(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		}
 		e.checkInvariants()
 	})
-}
-
-// has reports whether an event with want's Type, JobID and Replaces was
-// observed.
-func (ev *events) has(want jobs.Event) bool {
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	for _, e := range ev.all {
-		if e.Type == want.Type && e.JobID == want.JobID && e.Replaces == want.Replaces {
-			return true
-		}
-	}
-	return false
 }

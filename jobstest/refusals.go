@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/invariant"
 )
 
 // testStoreRefusals calls the store directly, as the Manager never would:
@@ -120,23 +117,4 @@ func testStoreRefusals(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 			}
 		}
 	})
-}
-
-// snapshot returns every job and attempt the store holds.
-func (e *env) snapshot() *invariant.Snapshot {
-	e.t.Helper()
-	snap, err := invariant.TakeSnapshot(e.ctx, e.readable())
-	if err != nil {
-		e.t.Fatalf("snapshot: %v", err)
-	}
-	return snap
-}
-
-// unchanged fails the test if the store's jobs or attempts differ from
-// before.
-func (e *env) unchanged(before *invariant.Snapshot, what string) {
-	e.t.Helper()
-	if diff := cmp.Diff(before, e.snapshot()); diff != "" {
-		e.t.Errorf("%s wrote (-before +after):\n%s", what, diff)
-	}
 }
