@@ -20,7 +20,7 @@ func Run(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	has := Capabilities(probe)
 	for _, c := range cases {
 		if c.needs != "" && !has[c.needs] {
-			t.Run(c.name, func(t *testing.T) { t.Skipf("the store is not a %s", c.needs) })
+			t.Run(c.name, func(t *testing.T) { t.Skipf("the store is not a jobs.%s", c.needs) })
 			continue
 		}
 		t.Run(c.name, func(t *testing.T) {
@@ -44,7 +44,8 @@ func Capabilities(s jobs.Store) map[string]bool {
 		"VerificationStore": verifications, "PurgeStore": purge, "CloseNotifier": notifier}
 }
 
-// cases are the suite's cases, each with the capability it needs, if any.
+// cases are the suite's cases, each with the capability it needs, if any:
+// Run skips a case whose capability the store lacks, saying which.
 var cases = []struct {
 	name  string
 	needs string
@@ -76,9 +77,11 @@ var cases = []struct {
 	{"ReferenceRace", "", testReferenceRace},
 	{"Reads", "", testReads},
 	{"StoreRefusals", "", testStoreRefusals},
+	{"ClaimRefusals", "ClaimStore", testClaimRefusals},
 	{"ListJobs", "JobLister", testListJobs},
-	{"SubmitTx", "", testSubmitTx},
+	{"SubmitTx", "", testSubmitTx}, // on a store that is no TxStore, SubmitTx must be refused
 	{"Verification", "VerificationStore", testVerification},
 	{"Purge", "PurgeStore", testPurge},
+	{"PurgeRetired", "PurgeStore", testPurgeRetired},
 	{"Reconcile", "ClaimStore", testReconcile},
 }
