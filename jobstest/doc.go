@@ -6,19 +6,42 @@
 //	}
 //
 // Every case gets a fresh, empty store, runs in parallel with the others,
-// and drives the store through the public jobs.Manager API, except where a
-// Store method has no verb of its own (the claims of reconciliation, which
-// it calls directly). Races are real: many goroutines released together on
-// one job. The suite covers every method of jobs.Store, all of them
-// required; it reads the whole store (ListJobs, Attempts) to see that
-// refused calls wrote nothing, and ends most cases with the checker of
-// package invariant.
+// and drives the store through the public jobs.Manager API, except where it
+// proves that a store refuses what the Manager would never ask of it
+// (StoreRefusals, ClaimRefusals) or where a method has no verb of its own
+// (the claims of reconciliation). Races are real: many goroutines released
+// together on one job.
 //
-// CreateJobTx is proved through Manager.SubmitTx when the store has a
-// method DB() *sql.DB, as the SQL stores do: the suite opens transactions
-// there, commits one and rolls the other back. A store without it must
-// refuse SubmitTx with an error matching errors.ErrUnsupported, writing
-// nothing.
+// # What a store must have
+//
+// The core jobs.Store, and jobs.JobLister: the suite itself reads every job
+// a case stored (with ListJobs and Attempts) to see that refused calls
+// wrote nothing, and ends most cases with the checker of package
+// invariant; the case ListJobs proves its filters, orders and pages. Run
+// fails at once on a store that is no JobLister.
+//
+// # Capabilities
+//
+// Every other capability is optional. Run asks the store which it has
+// (see Capabilities) and runs a capability's cases only where the store
+// has it; on a store without it, each of those cases is skipped with a
+// message naming the capability:
+//
+//   - ClaimStore: Reconcile (stale attempts, racing claims, leases,
+//     take-overs) and ClaimRefusals (claims without a token, claims of
+//     closed attempts).
+//   - VerificationStore: Verification (the failover rule).
+//   - PurgeStore: Purge and PurgeRetired (retention, and a reused key's
+//     old job).
+//   - TxStore: SubmitTx runs on every store. On a TxStore it proves
+//     CreateJobTx through Manager.SubmitTx, in transactions it opens on
+//     the store's method DB() *sql.DB, as the SQL stores have (a TxStore
+//     without one has the case skipped): one commits, one rolls back, and
+//     a key reuse policy is refused inside. A store that is no TxStore must
+//     refuse SubmitTx with an error matching errors.ErrUnsupported,
+//     writing nothing.
+//
+// Every other case needs the core alone.
 //
 // The suite's time is a Clock, a manual jobs.Clock that stands still until
 // the test moves it; use it in your own tests too, to drive deadlines,

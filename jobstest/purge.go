@@ -74,3 +74,28 @@ func testPurge(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	}
 	e.checkInvariants()
 }
+
+// testPurgeRetired: purging a job whose key was reused leaves its
+// replacement and the key.
+func testPurgeRetired(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	old := e.jobIn("k", jobs.JobFailed)
+	n, _, err := e.m.Submit(e.ctx, reuseReq("k", jobs.KeyReuseAfterFailure))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Hour)
+	if res, err := e.m.Purge(e.ctx, jobs.PurgeOptions{Retention: time.Hour}); err != nil || res.Jobs != 1 {
+		t.Fatalf("Purge = %+v, %v; want the failed job purged", res, err)
+	}
+	if _, err := e.m.Get(e.ctx, old.ID); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("Get(retired job) after purge = %v; want ErrNotFound", err)
+	}
+	if got, err := e.m.GetByKey(e.ctx, "owner-1", "k"); err != nil || got.ID != n.ID {
+		t.Errorf("GetByKey after purge = %s, %v; want %s", got.ID, err, n.ID)
+	}
+	if _, err := e.m.Replaced(e.ctx, n.ID); !errors.Is(err, jobs.ErrNotFound) {
+		t.Errorf("Replaced after purge = %v; want ErrNotFound", err)
+	}
+	e.checkInvariants()
+}

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/invariant"
 )
 
-// testStoreRefusals calls the store directly, as the Manager never would:
-// a store enforces its contract whoever calls it.
+// testStoreRefusals calls the core Store directly, as the Manager never
+// would: a store enforces its contract whoever calls it. The refusals of
+// a ClaimStore are testClaimRefusals.
 func testStoreRefusals(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	e := setup(t, newStore)
 	terminal := []jobs.AttemptState{jobs.AttemptSucceeded, jobs.AttemptLost, jobs.AttemptFailed, jobs.AttemptCancelled}
@@ -59,16 +57,6 @@ func testStoreRefusals(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 			{"CloseJob to pending", "To", closeJob(jobs.JobPending)},
 			{"CloseJob to running", "To", closeJob(jobs.JobRunning)},
 			{"CloseJob to no state", "To", closeJob("")},
-			// A claim without a token could not be told from a runner's writes.
-			{"ClaimAttempt without a token", "Token", func() error {
-				_, _, err := e.claims().ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: live.ID, State: live.State,
-					UpdatedAt: live.UpdatedAt, At: now, Until: now.Add(1e9)})
-				return err
-			}},
-			{"RenewClaim without a token", "Token", func() error {
-				_, err := e.claims().RenewClaim(e.ctx, jobs.AttemptClaim{ID: live.ID, Until: now.Add(1e9)})
-				return err
-			}},
 		}
 		for _, tt := range tests {
 			before := e.snapshot()
@@ -100,43 +88,4 @@ func testStoreRefusals(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 			}
 		}
 	})
-
-	t.Run("only an open attempt is claimed", func(t *testing.T) {
-		e := e.with(t)
-		now := e.clock.Now()
-		for _, s := range terminal {
-			a := ended[s]
-			before := e.snapshot()
-			got, ok, err := e.claims().ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
-				Token: "tok-" + string(s), At: now, Until: now.Add(60e9)})
-			if ok || err != nil || got.ID != "" {
-				t.Errorf("ClaimAttempt on a %s attempt = %s, %v, %v; want nothing claimed", s, got.ID, ok, err)
-			}
-			e.unchanged(before, "a claim of a "+string(s)+" attempt")
-			// A write presenting that claim is refused: there is none.
-			if _, err := e.store.UpdateAttempt(e.ctx, jobs.AttemptUpdate{ID: a.ID, From: []jobs.AttemptState{s},
-				To: jobs.AttemptCancelled, ClaimToken: "tok-" + string(s), At: now}); !errors.Is(err, jobs.ErrClaimLost) {
-				t.Errorf("a write with the refused claim on a %s attempt = %v, want ErrClaimLost", s, err)
-			}
-		}
-	})
-}
-
-// snapshot returns every job and attempt the store holds.
-func (e *env) snapshot() *invariant.Snapshot {
-	e.t.Helper()
-	snap, err := invariant.TakeSnapshot(e.ctx, e.readable())
-	if err != nil {
-		e.t.Fatalf("snapshot: %v", err)
-	}
-	return snap
-}
-
-// unchanged fails the test if the store's jobs or attempts differ from
-// before.
-func (e *env) unchanged(before *invariant.Snapshot, what string) {
-	e.t.Helper()
-	if diff := cmp.Diff(before, e.snapshot()); diff != "" {
-		e.t.Errorf("%s wrote (-before +after):\n%s", what, diff)
-	}
 }

@@ -162,3 +162,68 @@ func testReconcile(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 	}
 	e.checkInvariants()
 }
+
+// testClaimRefusals calls the ClaimStore directly, as a reconciler would
+// not: a claim without a token is bad input, a closed attempt is never
+// claimed, and a write presenting such a claim is refused.
+func testClaimRefusals(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	terminal := []jobs.AttemptState{jobs.AttemptSucceeded, jobs.AttemptLost, jobs.AttemptFailed, jobs.AttemptCancelled}
+
+	// Each terminal attempt, and an open one.
+	ended := make(map[jobs.AttemptState]jobs.Attempt)
+	for _, s := range terminal {
+		ended[s] = e.attemptIn(s)
+	}
+	live := e.attemptIn(jobs.AttemptRunning)
+	e.clock.Advance(1)
+
+	t.Run("a claim without a token is an InputError and writes nothing", func(t *testing.T) {
+		e := e.with(t)
+		now := e.clock.Now()
+		// A claim without a token could not be told from a runner's writes.
+		tests := []struct {
+			name string
+			call func() error
+		}{
+			{"ClaimAttempt without a token", func() error {
+				_, _, err := e.claims().ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: live.ID, State: live.State,
+					UpdatedAt: live.UpdatedAt, At: now, Until: now.Add(1e9)})
+				return err
+			}},
+			{"RenewClaim without a token", func() error {
+				_, err := e.claims().RenewClaim(e.ctx, jobs.AttemptClaim{ID: live.ID, Until: now.Add(1e9)})
+				return err
+			}},
+		}
+		for _, tt := range tests {
+			before := e.snapshot()
+			err := tt.call()
+			var in *jobs.InputError
+			if !errors.Is(err, jobs.ErrInvalidInput) || !errors.As(err, &in) || in.Field != "Token" {
+				t.Errorf("%s: got %v, want an *InputError for Token", tt.name, err)
+			}
+			e.unchanged(before, tt.name)
+		}
+	})
+
+	t.Run("only an open attempt is claimed", func(t *testing.T) {
+		e := e.with(t)
+		now := e.clock.Now()
+		for _, s := range terminal {
+			a := ended[s]
+			before := e.snapshot()
+			got, ok, err := e.claims().ClaimAttempt(e.ctx, jobs.AttemptClaim{ID: a.ID, State: a.State, UpdatedAt: a.UpdatedAt,
+				Token: "tok-" + string(s), At: now, Until: now.Add(60e9)})
+			if ok || err != nil || got.ID != "" {
+				t.Errorf("ClaimAttempt on a %s attempt = %s, %v, %v; want nothing claimed", s, got.ID, ok, err)
+			}
+			e.unchanged(before, "a claim of a "+string(s)+" attempt")
+			// A write presenting that claim is refused: there is none.
+			if _, err := e.store.UpdateAttempt(e.ctx, jobs.AttemptUpdate{ID: a.ID, From: []jobs.AttemptState{s},
+				To: jobs.AttemptCancelled, ClaimToken: "tok-" + string(s), At: now}); !errors.Is(err, jobs.ErrClaimLost) {
+				t.Errorf("a write with the refused claim on a %s attempt = %v, want ErrClaimLost", s, err)
+			}
+		}
+	})
+}

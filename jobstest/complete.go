@@ -1,6 +1,7 @@
 package jobstest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,114 @@ import (
 
 	"github.com/intentjobs/jobs"
 )
+
+// The cases of the compare-and-swap that finishes a job: the finishing
+// order decides, exactly one of racing Completes (or cancels) wins, the
+// rows returned agree with the rows stored, and repeats are harmless.
+
+func testFinishingOrder(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	for _, tc := range []struct {
+		name         string
+		secondFirst  bool
+		winnerResult string
+	}{
+		{"reverse: B starts second, finishes first, wins", true, `{"by":"B"}`},
+		{"plain: A starts first, finishes first, wins", false, `{"by":"A"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			j := e.newJob()
+			a := e.running(j.ID)
+			e.clock.Advance(10 * time.Second)
+			b := e.start(j.ID, "fallback", jobs.Hedge())
+			if _, err := e.m.MarkRunning(e.ctx, b.ID, "ref-b"); err != nil {
+				t.Fatal(err)
+			}
+			winner, loser := a, b
+			winRes, loseRes := json.RawMessage(`{"by":"A"}`), json.RawMessage(`{"by":"B"}`)
+			if tc.secondFirst {
+				winner, loser = b, a
+				winRes, loseRes = loseRes, winRes
+			}
+			e.clock.Advance(5 * time.Second)
+			done, err := e.m.Complete(e.ctx, winner.ID, winRes)
+			if err != nil {
+				t.Fatalf("first Complete: %v", err)
+			}
+			if done.State != jobs.JobSucceeded || done.CompletedBy != winner.ID || done.Version != j.Version+1 ||
+				string(done.Result) != tc.winnerResult {
+				t.Fatalf("job after the first Complete = %+v; want succeeded by %s at version %d with %s", done, winner.ID, j.Version+1, tc.winnerResult)
+			}
+			e.clock.Advance(25 * time.Second)
+			_, err = e.m.Complete(e.ctx, loser.ID, loseRes)
+			var lost *jobs.LostRaceError
+			if !errors.Is(err, jobs.ErrLostRace) || !errors.As(err, &lost) || lost.WinnerID != winner.ID || lost.AttemptID != loser.ID {
+				t.Fatalf("late Complete = %v, want ErrLostRace naming winner %s", err, winner.ID)
+			}
+			final := e.job(j.ID)
+			if diff := cmp.Diff(done, final); diff != "" {
+				t.Errorf("the late result changed the job (-after first +after late):\n%s", diff)
+			}
+			if got := e.attempt(loser.ID); got.State != jobs.AttemptLost || got.FinishedAt.IsZero() {
+				t.Errorf("loser attempt = %s (finished %v), want lost", got.State, got.FinishedAt)
+			}
+			if got := e.attempt(winner.ID); got.State != jobs.AttemptSucceeded {
+				t.Errorf("winner attempt = %s, want succeeded", got.State)
+			}
+		})
+	}
+	e.checkInvariants()
+}
+
+func testCompleteRace(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	j := e.newJob()
+	const n = 32
+	atts := make([]jobs.Attempt, n)
+	for i := range n {
+		atts[i] = e.running(j.ID, jobs.Hedge())
+	}
+	errs := make([]error, n)
+	results := make([]jobs.Job, n)
+	release(n, func(i int) {
+		results[i], errs[i] = e.m.Complete(e.ctx, atts[i].ID, json.RawMessage(fmt.Sprintf(`{"attempt":%d}`, i)))
+	})
+	winner := -1
+	for i, err := range errs {
+		if err == nil {
+			if winner >= 0 {
+				t.Fatalf("attempts %d and %d both won", winner, i)
+			}
+			winner = i
+		}
+	}
+	if winner < 0 {
+		t.Fatalf("no attempt won: %v", errs[0])
+	}
+	for i, err := range errs {
+		if i == winner {
+			continue
+		}
+		var lost *jobs.LostRaceError
+		if !errors.As(err, &lost) || lost.WinnerID != atts[winner].ID {
+			t.Errorf("Complete %d = %v, want ErrLostRace naming %s", i, err, atts[winner].ID)
+		}
+	}
+	final := e.job(j.ID)
+	if final.CompletedBy != atts[winner].ID || final.Version != j.Version+1 || string(final.Result) != fmt.Sprintf(`{"attempt":%d}`, winner) {
+		t.Errorf("job = %+v; want completed by %s, version %d, its result", final, atts[winner].ID, j.Version+1)
+	}
+	lostCount := 0
+	for _, a := range e.attempts(j.ID) {
+		if a.State == jobs.AttemptLost {
+			lostCount++
+		}
+	}
+	if lostCount != n-1 {
+		t.Errorf("%d attempts lost, want %d", lostCount, n-1)
+	}
+	e.checkInvariants()
+}
 
 // testCancelRacesComplete releases, on many jobs at once, the four calls
 // that can decide one: Complete of each of two hedged attempts, Cancel of
@@ -164,4 +273,45 @@ func testCompleteReturnsRows(t *testing.T, newStore func(t testing.TB) jobs.Stor
 			}
 		})
 	}
+}
+
+func testRetrySafety(t *testing.T, newStore func(t testing.TB) jobs.Store) {
+	e := setup(t, newStore)
+	j := e.newJob()
+	again, created, err := e.m.Submit(e.ctx, req(j.Owner, j.Key))
+	if err != nil || created || again.ID != j.ID {
+		t.Fatalf("repeated Submit = %s, %v, %v", again.ID, created, err)
+	}
+	a := e.start(j.ID, "")
+	for range 2 {
+		if _, err := e.m.MarkRunning(e.ctx, a.ID, "ref-1"); err != nil {
+			t.Fatalf("MarkRunning (repeat) = %v", err)
+		}
+	}
+	res := json.RawMessage(`{"charged":1200}`)
+	first, err := e.m.Complete(e.ctx, a.ID, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		got, err := e.m.Complete(e.ctx, a.ID, res)
+		if err != nil {
+			t.Fatalf("repeated Complete by the winner = %v, want success", err)
+		}
+		if diff := cmp.Diff(first, got); diff != "" {
+			t.Errorf("repeated Complete wrote (-first +repeat):\n%s", diff)
+		}
+	}
+	// A context cancelled before the call makes Complete write nothing.
+	j2 := e.newJob()
+	b := e.start(j2.ID, "")
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	if _, err := e.m.Complete(ctx, b.ID, res); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Complete with a cancelled context = %v", err)
+	}
+	if got := e.attempt(b.ID); got.State != jobs.AttemptStarting {
+		t.Fatalf("attempt = %s after a Complete refused up front, want starting", got.State)
+	}
+	e.checkInvariants()
 }
