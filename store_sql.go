@@ -44,10 +44,10 @@ var (
 
 // This file holds what the SQL stores share and no dialect decides: the
 // handles, the column lists and the scanning of rows, running a query
-// with the store's own error mapping, the loop that looks again after a
-// statement was refused, and the migration runner. Every statement, and
-// everything a dialect does its own way, is in store_postgres.go or
-// store_sqlite.go, and the compare-and-swap in cas.go.
+// with the store's own error mapping, and the reads that explain a refused
+// write. Every statement, and everything a dialect does its own way, is in
+// the dialect's files (store_postgres*.go, store_sqlite*.go); the
+// migration runner is in migrate.go.
 
 // sqlHandles are a SQL store's database handles.
 type sqlHandles struct {
@@ -509,3 +509,6 @@ func jobStates(from []JobState) (a, b, c string) {
 	}
 	return s[0], s[1], s[2]
 }
+
+// endOfTime stands for "no bound" where a query compares claims with a time.
+var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
