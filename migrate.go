@@ -19,6 +19,16 @@ import (
 //go:embed migrations
 var migrationFiles embed.FS
 
+// Dialect names the database engine of a SQL store: it chooses the schema
+// that Migrations, MigrationsFor and MigrationList return.
+type Dialect string
+
+// The dialects of the SQL stores.
+const (
+	Postgres Dialect = "postgres" // PostgresStore
+	SQLite   Dialect = "sqlite"   // SQLiteStore
+)
+
 // Migration is one numbered step of the schema.
 type Migration struct {
 	Version int    // 1, 2, …
@@ -26,7 +36,7 @@ type Migration struct {
 	SQL     string
 }
 
-// Migrations returns the schema of dialect ("postgres" or "sqlite") as
+// Migrations returns the schema of dialect (Postgres or SQLite) as
 // numbered plain-SQL files (0001_init.sql, …), for migration tools that
 // prefer to apply it themselves. Opening a store applies them too. It is
 // MigrationsFor(dialect, PlainSQL).
@@ -35,10 +45,10 @@ type Migration struct {
 // so that a database migrated by any tool, or by running each file in
 // order, opens with SkipMigrations. The files carry goose's annotations,
 // which other runners read as comments.
-func Migrations(dialect string) (fs.FS, error) {
+func Migrations(dialect Dialect) (fs.FS, error) {
 	switch dialect {
-	case "postgres", "sqlite":
-		return fs.Sub(migrationFiles, path.Join("migrations", dialect))
+	case Postgres, SQLite:
+		return fs.Sub(migrationFiles, path.Join("migrations", string(dialect)))
 	}
 	return nil, invalid("dialect", "%q is none of postgres, sqlite", dialect)
 }
@@ -58,7 +68,7 @@ const (
 	GolangMigrate
 )
 
-// MigrationsFor returns the schema of dialect ("postgres" or "sqlite") as
+// MigrationsFor returns the schema of dialect (Postgres or SQLite) as
 // files named for a migration tool (see MigrationLayout), each holding the
 // same SQL as in Migrations.
 //
@@ -66,7 +76,7 @@ const (
 // that bind idempotency keys to their outcome, after which a retried
 // request is carried out again. To go back to an older release, restore a
 // backup taken before the upgrade.
-func MigrationsFor(dialect string, layout MigrationLayout) (fs.FS, error) {
+func MigrationsFor(dialect Dialect, layout MigrationLayout) (fs.FS, error) {
 	fsys, err := Migrations(dialect)
 	if err != nil {
 		return nil, err
@@ -89,7 +99,7 @@ func MigrationsFor(dialect string, layout MigrationLayout) (fs.FS, error) {
 }
 
 // MigrationList returns the migrations of dialect in order.
-func MigrationList(dialect string) ([]Migration, error) {
+func MigrationList(dialect Dialect) ([]Migration, error) {
 	fsys, err := Migrations(dialect)
 	if err != nil {
 		return nil, err
@@ -130,11 +140,11 @@ func MigrationList(dialect string) ([]Migration, error) {
 // migrations (len(MigrationList(dialect))), which SchemaVersion is the
 // largest of.
 func SchemaVersion() int {
-	return max(latestVersion("sqlite"), latestVersion("postgres"))
+	return max(latestVersion(SQLite), latestVersion(Postgres))
 }
 
 // latestVersion is the number of dialect's migrations.
-func latestVersion(dialect string) int {
+func latestVersion(dialect Dialect) int {
 	ms, err := MigrationList(dialect)
 	if err != nil {
 		panic(err) // the embedded files are part of the build
@@ -151,9 +161,9 @@ const migrationsTable = `CREATE TABLE IF NOT EXISTS jobs_schema_migrations (
 // migrationPlan is how one dialect applies its migrations: the statements
 // it runs them with, in one transaction.
 type migrationPlan struct {
-	dialect string // the folder of its migrations
-	begin   string // begins the transaction, with the write lock where there is one
-	lock    string // then waits for other openers, or "" where begin does
+	dialect Dialect // whose migrations it applies
+	begin   string  // begins the transaction, with the write lock where there is one
+	lock    string  // then waits for other openers, or "" where begin does
 }
 
 // migrate applies the migrations db is missing, in one transaction under a

@@ -129,7 +129,7 @@ func checkMigrationsRecorded(t testing.TB, s jobs.SQLStore) {
 // schemaV1 puts a database at schema version 1 by hand, as a first release
 // of the library would have left it, with a finished job, a job whose
 // attempt is unknown, and a pending job.
-func writeSchemaV1(t testing.TB, db *sql.DB, dialect string) {
+func writeSchemaV1(t testing.TB, db *sql.DB, dialect jobs.Dialect) {
 	t.Helper()
 	ms, err := jobs.MigrationList(dialect)
 	if err != nil {
@@ -179,7 +179,7 @@ func writeSchemaV1(t testing.TB, db *sql.DB, dialect string) {
 // openUpgraded writes a database of dialect at an older schema version with
 // write, as an older release left it, and opens a store on it, which
 // migrates it.
-func openUpgraded(t *testing.T, dialect string, write func(testing.TB, *sql.DB, string)) jobs.SQLStore {
+func openUpgraded(t *testing.T, dialect jobs.Dialect, write func(testing.TB, *sql.DB, jobs.Dialect)) jobs.SQLStore {
 	t.Helper()
 	if dialect == "sqlite" {
 		path := filepath.Join(t.TempDir(), "old.db")
@@ -212,8 +212,8 @@ func openUpgraded(t *testing.T, dialect string, write func(testing.TB, *sql.DB, 
 // on it.
 func TestUpgradeFromSchemaV1(t *testing.T) {
 	t.Parallel()
-	for _, dialect := range []string{"sqlite", "postgres"} {
-		t.Run(dialect, func(t *testing.T) {
+	for _, dialect := range []jobs.Dialect{jobs.SQLite, jobs.Postgres} {
+		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := openUpgraded(t, dialect, writeSchemaV1)
@@ -271,7 +271,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 		{"sqlite", func(t *testing.T) (jobs.SQLStore, func(...jobs.StoreOption) (jobs.SQLStore, error)) {
 			path := filepath.Join(t.TempDir(), "jobs.db")
 			return testdb.NewSQLiteAt(t, path), func(o ...jobs.StoreOption) (jobs.SQLStore, error) {
-				return jobs.OpenSQLite(context.Background(), path, o...)
+				return jobs.OpenSQLite(context.Background(), path, sqliteOptions(o)...)
 			}
 		}},
 		{"postgres", func(t *testing.T) (jobs.SQLStore, func(...jobs.StoreOption) (jobs.SQLStore, error)) {
@@ -282,7 +282,7 @@ func TestNewerSchemaRefused(t *testing.T) {
 			}
 			t.Cleanup(func() { s.Close() })
 			return s, func(o ...jobs.StoreOption) (jobs.SQLStore, error) {
-				return jobs.OpenPostgres(context.Background(), dsn, o...)
+				return jobs.OpenPostgres(context.Background(), dsn, postgresOptions(o)...)
 			}
 		}},
 	}
@@ -392,4 +392,21 @@ func TestSkipMigrationsOnAnEmptyDatabaseSaysHowToApplyTheSchema(t *testing.T) {
 			}
 		})
 	}
+}
+
+// sqliteOptions and postgresOptions pass options of both stores to one.
+func sqliteOptions(opts []jobs.StoreOption) []jobs.SQLiteOption {
+	out := make([]jobs.SQLiteOption, len(opts))
+	for i, o := range opts {
+		out[i] = o
+	}
+	return out
+}
+
+func postgresOptions(opts []jobs.StoreOption) []jobs.PostgresOption {
+	out := make([]jobs.PostgresOption, len(opts))
+	for i, o := range opts {
+		out[i] = o
+	}
+	return out
 }

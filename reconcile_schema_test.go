@@ -17,7 +17,7 @@ import (
 // writeSchemaV2 puts a database at schema version 2 by hand, with the data
 // of writeSchemaV1: among it an attempt left unknown without a provider
 // reference, as the reconciler's claims were before they had columns.
-func writeSchemaV2(t testing.TB, db *sql.DB, dialect string) {
+func writeSchemaV2(t testing.TB, db *sql.DB, dialect jobs.Dialect) {
 	t.Helper()
 	writeSchemaV1(t, db, dialect)
 	ms, err := jobs.MigrationList(dialect)
@@ -35,8 +35,8 @@ func writeSchemaV2(t testing.TB, db *sql.DB, dialect string) {
 // and a reconciler claims that attempt and resolves it by its key.
 func TestUpgradeFromSchemaV2ReconcilesOldAttempts(t *testing.T) {
 	t.Parallel()
-	for _, dialect := range []string{"sqlite", "postgres"} {
-		t.Run(dialect, func(t *testing.T) {
+	for _, dialect := range []jobs.Dialect{jobs.SQLite, jobs.Postgres} {
+		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			s := openUpgraded(t, dialect, writeSchemaV2)

@@ -45,7 +45,7 @@ type PostgresStore struct {
 // "postgres://app@db:5432/app?sslmode=disable"; add search_path=NAME to keep
 // the tables in their own schema. Close the store to close the connection
 // pool.
-func OpenPostgres(ctx context.Context, dsn string, opts ...StoreOption) (*PostgresStore, error) {
+func OpenPostgres(ctx context.Context, dsn string, opts ...PostgresOption) (*PostgresStore, error) {
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
 		return nil, &StorageError{Op: "open postgres", Kind: StorageUnavailable, Message: err.Error()}
@@ -63,8 +63,8 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...StoreOption) (*Postgr
 // opened with the "pgx" driver (sql.Open("pgx", dsn), or
 // stdlib.OpenDBFromPool to share a pgxpool with the application), and
 // applies the schema. The caller keeps ownership of db.
-func NewPostgresStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*PostgresStore, error) {
-	cfg := readOptions(opts)
+func NewPostgresStore(ctx context.Context, db *sql.DB, opts ...PostgresOption) (*PostgresStore, error) {
+	cfg := readPostgresOptions(opts)
 	s := &PostgresStore{sqlHandles: sqlHandles{db: db, rdb: db}}
 	if cfg.listenDSN != nil {
 		if *cfg.listenDSN == "" {
@@ -76,19 +76,19 @@ func NewPostgresStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*Po
 		}
 		s.listener.config = lc
 	}
-	if err := checkSchema(ctx, s, cfg, s.migrate); err != nil {
+	if err := checkSchema(ctx, s, cfg.storeConfig, s.migrate); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // NewPostgresStoreSQLX is NewPostgresStore for an *sqlx.DB.
-func NewPostgresStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...StoreOption) (*PostgresStore, error) {
+func NewPostgresStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...PostgresOption) (*PostgresStore, error) {
 	return NewPostgresStore(ctx, db.DB, opts...)
 }
 
-// Dialect returns "postgres".
-func (s *PostgresStore) Dialect() string { return "postgres" }
+// Dialect returns Postgres.
+func (s *PostgresStore) Dialect() Dialect { return Postgres }
 
 // Close stops the listening connection and closes the database handles the
 // store opened itself. Handles passed in by the caller are left open.
@@ -102,7 +102,7 @@ func (s *PostgresStore) Close() error {
 // other.
 func (s *PostgresStore) migrate(ctx context.Context) error {
 	return migrate(ctx, s.db, s, migrationPlan{
-		dialect: "postgres",
+		dialect: Postgres,
 		begin:   "BEGIN",
 		lock:    `SELECT pg_advisory_xact_lock(hashtext('jobs.migrate.' || current_schema()))`,
 	})

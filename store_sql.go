@@ -24,8 +24,8 @@ type SQLStore interface {
 
 	// DB returns the database handle the store writes through.
 	DB() *sql.DB
-	// Dialect returns "postgres" or "sqlite".
-	Dialect() string
+	// Dialect returns Postgres or SQLite.
+	Dialect() Dialect
 	// DatabaseSchemaVersion reports the schema version recorded in the
 	// database (0 if none).
 	DatabaseSchemaVersion(ctx context.Context) (int, error)

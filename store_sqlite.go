@@ -135,7 +135,7 @@ var (
 // pure-Go driver.
 // Built with cgo, the package sets SQLite's page caches to allocate no
 // pages up front, process-wide, when it loads (see store_sqlite_cgo.go).
-func OpenSQLite(ctx context.Context, dsn string, opts ...StoreOption) (*SQLiteStore, error) {
+func OpenSQLite(ctx context.Context, dsn string, opts ...SQLiteOption) (*SQLiteStore, error) {
 	if sqliteDriverName == "" {
 		return nil, &StorageError{Op: "open sqlite", Kind: StorageUnavailable, Message: "OpenSQLite needs cgo " +
 			"(github.com/mattn/go-sqlite3): build with CGO_ENABLED=1, or open the database with a pure-Go " +
@@ -245,7 +245,7 @@ func sqliteLockPath(file string) string {
 // OpenSQLite's do: they wait by the busy timeout and retries, so where
 // several processes write one file, open it with OpenSQLite in all of
 // them.
-func NewSQLiteStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*SQLiteStore, error) {
+func NewSQLiteStore(ctx context.Context, db *sql.DB, opts ...SQLiteOption) (*SQLiteStore, error) {
 	s := &SQLiteStore{sqlHandles: sqlHandles{db: db, rdb: db}}
 	if err := s.open(ctx, opts); err != nil {
 		return nil, err
@@ -254,21 +254,18 @@ func NewSQLiteStore(ctx context.Context, db *sql.DB, opts ...StoreOption) (*SQLi
 }
 
 // NewSQLiteStoreSQLX is NewSQLiteStore for an *sqlx.DB.
-func NewSQLiteStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...StoreOption) (*SQLiteStore, error) {
+func NewSQLiteStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...SQLiteOption) (*SQLiteStore, error) {
 	return NewSQLiteStore(ctx, db.DB, opts...)
 }
 
-func (s *SQLiteStore) open(ctx context.Context, opts []StoreOption) error {
-	cfg := readOptions(opts)
-	if cfg.listenDSN != nil {
-		return invalid("ListenDSN", "only the PostgreSQL store listens")
-	}
+func (s *SQLiteStore) open(ctx context.Context, opts []SQLiteOption) error {
+	cfg := readSQLiteOptions(opts)
 	s.onWriteWait = cfg.onWriteWait
-	return checkSchema(ctx, s, cfg, s.migrate)
+	return checkSchema(ctx, s, cfg.storeConfig, s.migrate)
 }
 
-// Dialect returns "sqlite".
-func (s *SQLiteStore) Dialect() string { return "sqlite" }
+// Dialect returns SQLite.
+func (s *SQLiteStore) Dialect() Dialect { return SQLite }
 
 // Close closes the database handles the store opened itself. Handles
 // passed in by the caller are left open.
@@ -289,7 +286,7 @@ func (s *SQLiteStore) migrate(ctx context.Context) error {
 	defer cancel()
 	return s.write(ctx, "migrate", func(func()) error {
 		return migrate(ctx, s.db, s, migrationPlan{
-			dialect: "sqlite",
+			dialect: SQLite,
 			begin:   "BEGIN IMMEDIATE",
 		})
 	})

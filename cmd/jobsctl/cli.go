@@ -275,7 +275,7 @@ func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), 
 		// beside the database makes jobsctl's writes wait their turn with
 		// the service's instead of racing them. The path becomes a file:
 		// URI so that no character of it reads as a parameter.
-		s, err = jobs.OpenSQLite(ctx, "file:"+(&url.URL{Path: t.dsn}).EscapedPath(), opts...)
+		s, err = jobs.OpenSQLite(ctx, "file:"+(&url.URL{Path: t.dsn}).EscapedPath(), sqliteOptions(opts)...)
 	default:
 		var db *sql.DB
 		db, err = sql.Open("pgx", t.dsn)
@@ -284,7 +284,7 @@ func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), 
 		}
 		db.SetMaxOpenConns(2)
 		var pg *jobs.PostgresStore
-		if pg, err = jobs.NewPostgresStore(ctx, db, opts...); err != nil {
+		if pg, err = jobs.NewPostgresStore(ctx, db, postgresOptions(opts)...); err != nil {
 			db.Close()
 		} else {
 			s = pgOwning{pg, db}
@@ -298,6 +298,23 @@ func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), 
 		return nil, nil, err
 	}
 	return s, func() { s.Close() }, nil
+}
+
+// sqliteOptions and postgresOptions pass options of both stores to one.
+func sqliteOptions(opts []jobs.StoreOption) []jobs.SQLiteOption {
+	out := make([]jobs.SQLiteOption, len(opts))
+	for i, o := range opts {
+		out[i] = o
+	}
+	return out
+}
+
+func postgresOptions(opts []jobs.StoreOption) []jobs.PostgresOption {
+	out := make([]jobs.PostgresOption, len(opts))
+	for i, o := range opts {
+		out[i] = o
+	}
+	return out
 }
 
 // pgOwning is a PostgreSQL store whose Close also closes the handle

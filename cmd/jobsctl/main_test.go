@@ -392,7 +392,7 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			}
 
 			// schema: up to date, then behind, then migrated again.
-			last := lastVersion(t, db.name)
+			last := lastVersion(t, jobs.Dialect(db.name))
 			jobsctl(t, nil, db.args("schema")...).want(t, 0, fmt.Sprintf("schema version %d", last), "up to date", "0001_init.sql")
 			db.exec(t, `DELETE FROM jobs_schema_migrations WHERE version = $1`, last)
 			jobsctl(t, nil, db.args("schema")...).want(t, 1, "behind")

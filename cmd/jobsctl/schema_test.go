@@ -29,12 +29,12 @@ func TestSchemaExitStatusSaysBehindOrAhead(t *testing.T) {
 	for _, db := range databases(t) {
 		t.Run(db.name, func(t *testing.T) {
 			t.Parallel()
-			last := lastVersion(t, db.name)
+			last := lastVersion(t, jobs.Dialect(db.name))
 			for _, st := range steps {
 				if st.sql != "" {
 					db.exec(t, st.sql, last)
 				}
-				jobsctl(t, nil, db.args("schema")...).want(t, st.code, strings.ReplaceAll(st.status, "LAST", lastMigration(t, db.name)))
+				jobsctl(t, nil, db.args("schema")...).want(t, st.code, strings.ReplaceAll(st.status, "LAST", lastMigration(t, jobs.Dialect(db.name))))
 
 				r := jobsctl(t, nil, db.args("schema", "--json")...)
 				r.want(t, st.code)
@@ -48,7 +48,7 @@ func TestSchemaExitStatusSaysBehindOrAhead(t *testing.T) {
 }
 
 // lastMigration is the name of the dialect's newest migration.
-func lastMigration(t *testing.T, dialect string) string {
+func lastMigration(t *testing.T, dialect jobs.Dialect) string {
 	t.Helper()
 	ms, err := jobs.MigrationList(dialect)
 	if err != nil {
@@ -58,7 +58,7 @@ func lastMigration(t *testing.T, dialect string) string {
 }
 
 // lastVersion is the version of the dialect's newest migration.
-func lastVersion(t *testing.T, dialect string) int {
+func lastVersion(t *testing.T, dialect jobs.Dialect) int {
 	t.Helper()
 	ms, err := jobs.MigrationList(dialect)
 	if err != nil {
