@@ -76,7 +76,7 @@ func TestListenDSNOpensTheListeningConnection(t *testing.T) {
 	}
 	defer stop()
 	rows, err := s.DB().QueryContext(ctx, `SELECT application_name FROM pg_stat_activity
-		WHERE query = 'LISTEN jobs_closed' AND application_name LIKE '%' || $1`, suffix)
+		WHERE query LIKE 'LISTEN "intentjobs_closed.%' AND application_name LIKE '%' || $1`, suffix)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func TestMigrationFilesRunInOrderRecordTheirVersion(t *testing.T) {
 					t.Fatalf("exec %s: %v", m.Name, err)
 				}
 				var v int
-				if err := db.QueryRowContext(ctx, `SELECT MAX(version) FROM jobs_schema_migrations`).Scan(&v); err != nil || v != m.Version {
+				if err := db.QueryRowContext(ctx, `SELECT MAX(version) FROM intentjobs_schema_migrations`).Scan(&v); err != nil || v != m.Version {
 					t.Fatalf("after %s the recorded version is %d (%v), want %d", m.Name, v, err, m.Version)
 				}
 			}

@@ -66,6 +66,7 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...PostgresOption) (*Pos
 func NewPostgresStore(ctx context.Context, db *sql.DB, opts ...PostgresOption) (*PostgresStore, error) {
 	cfg := readPostgresOptions(opts)
 	s := &PostgresStore{sqlHandles: sqlHandles{db: db, rdb: db}}
+	s.listener.table = "intentjobs_jobs"
 	if cfg.listenDSN != nil {
 		if *cfg.listenDSN == "" {
 			return nil, invalid("ListenDSN", "empty")
@@ -76,7 +77,7 @@ func NewPostgresStore(ctx context.Context, db *sql.DB, opts ...PostgresOption) (
 		}
 		s.listener.config = lc
 	}
-	if err := checkSchema(ctx, s, cfg.storeConfig, s.migrate); err != nil {
+	if err := checkSchema(ctx, s, cfg.storeConfig, s.migrationPlan().development, s.migrate); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -101,21 +102,39 @@ func (s *PostgresStore) Close() error {
 // one per schema, so that tests in separate schemas do not wait for each
 // other.
 func (s *PostgresStore) migrate(ctx context.Context) error {
-	return migrate(ctx, s.db, s, migrationPlan{
+	return migrate(ctx, s.db, s, s.migrationPlan())
+}
+
+// migrationPlan is how the store applies its migrations.
+func (s *PostgresStore) migrationPlan() migrationPlan {
+	return migrationPlan{
 		dialect: Postgres,
 		begin:   "BEGIN",
-		lock:    `SELECT pg_advisory_xact_lock(hashtext('jobs.migrate.' || current_schema()))`,
-	})
+		setup:   s.migrationSetup,
+		development: developmentSchema{
+			detect:     pgIsDevelopment,
+			detectArgs: []any{"jobs_schema_migrations", "intentjobs_schema_migrations"},
+			latest:     6,
+			upgrade:    pgUpgradeDevelopment,
+		},
+	}
+}
+
+// migrationSetup waits, at the start of the migration's transaction on
+// conn, for the other openers of the same schema.
+func (s *PostgresStore) migrationSetup(ctx context.Context, conn *sql.Conn) error {
+	_, err := conn.ExecContext(ctx, pgMigrateLock)
+	return err
 }
 
 // DatabaseSchemaVersion implements SQLStore.
 func (s *PostgresStore) DatabaseSchemaVersion(ctx context.Context) (int, error) {
-	return schemaVersion(ctx, s.db, s)
+	return schemaVersion(ctx, s.db, s, qSchemaVersion)
 }
 
 // AppliedMigrations implements SQLStore.
 func (s *PostgresStore) AppliedMigrations(ctx context.Context) ([]AppliedMigration, error) {
-	return appliedMigrations(ctx, s.db, s)
+	return appliedMigrations(ctx, s.db, s, qAppliedMigrations)
 }
 
 // CreateJob implements Store: one statement, pgCreateJob, that inserts the

@@ -23,9 +23,9 @@ func (s *PostgresStore) interpret(op string, err error) error {
 	if errors.As(err, &pgErr) {
 		if pgErr.Code == "23505" {
 			switch pgErr.ConstraintName {
-			case "jobs_owner_key_unique":
+			case "intentjobs_jobs_owner_key_unique":
 				return errUniqueKey
-			case "job_attempts_one_in_doubt":
+			case "intentjobs_attempts_one_in_doubt":
 				return errUniqueInDoubt
 			}
 		}

@@ -33,9 +33,8 @@ func (s *PostgresStore) NotifyClosed(ctx context.Context, jobID string) (<-chan 
 	return s.listener.subscribe(ctx, s.db, jobID)
 }
 
-// closedChannel is the channel on which the schema's trigger announces a
-// job that became terminal; the payload is the job's ID.
-const closedChannel = "jobs_closed"
+// The schema's trigger announces a job that became terminal on a channel
+// of the schema's own (pgClosedChannel), with the job's ID as the payload.
 
 // Timing of the listening connection.
 const (
@@ -76,6 +75,7 @@ func (e *deafError) Error() string {
 // the waiters registered for each job.
 type closeListener struct {
 	config *pgx.ConnConfig // from ListenDSN; nil: the settings of the store's pool
+	table  string          // the jobs table, as the store's statements name it, whose schema names the channel
 
 	mu        sync.Mutex
 	waiters   map[string]map[*closeWaiter]struct{} // by job ID
@@ -164,8 +164,9 @@ func (l *closeListener) subscribe(ctx context.Context, db *sql.DB, jobID string)
 	}
 	// Listening: now mark the job, so that its closing notifies. The
 	// caller reads the job after this returns, which catches a close that
-	// came first (see 0005_hot_closes.sql). The mark stays when the waiter
-	// leaves: it costs one notification too many, removing it a write.
+	// came first (see the column watched in 0001_init.sql). The mark stays
+	// when the waiter leaves: it costs one notification too many, removing
+	// it a write.
 	if _, err := db.ExecContext(ctx, pgWatchJob, jobID); err != nil {
 		stop()
 		return nil, nil, &StorageError{Op: "listen", Kind: StorageUnavailable, Message: "mark the job watched: " + err.Error()}
@@ -282,6 +283,8 @@ func (l *closeListener) run(ctx context.Context, db *sql.DB, sess *listenSession
 // passes every notification's payload to notify until ctx ends or the
 // connection fails. The connection is outside db's pool, so that waiters
 // never take a slot that queries need; it is closed when listen returns.
+// The channel is the one of the schema of the store's tables
+// (pgClosedChannel), read through db.
 //
 // A connection whose backend is not the one that greeted it goes through a
 // proxy. Notifications reach it only if the proxy keeps one server
@@ -298,6 +301,10 @@ func (l *closeListener) listen(ctx context.Context, db *sql.DB, listening func()
 			return err
 		}
 	}
+	var channel string
+	if err := db.QueryRowContext(ctx, pgClosedChannel, l.table).Scan(&channel); err != nil {
+		return err
+	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -307,11 +314,11 @@ func (l *closeListener) listen(ctx context.Context, db *sql.DB, listening func()
 	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()", pgx.QueryExecModeExec).Scan(&backend); err != nil {
 		return err
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+closedChannel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		return err
 	}
 	if backend != conn.PgConn().PID() {
-		if err := probe(ctx, conn, db, notify); err != nil {
+		if err := probe(ctx, conn, db, channel, notify); err != nil {
 			var deaf *deafError
 			if errors.As(err, &deaf) {
 				deaf.direct = l.config != nil
@@ -325,21 +332,21 @@ func (l *closeListener) listen(ctx context.Context, db *sql.DB, listening func()
 		if err != nil {
 			return err
 		}
-		if n.Channel == closedChannel {
+		if n.Channel == channel {
 			notify(n.Payload)
 		}
 	}
 }
 
-// probe sends a notification on closedChannel through db, from another
+// probe sends a notification on channel through db, from another
 // session than conn's, and waits for conn to hear it. Other notifications
 // heard meanwhile go to notify. It returns a *deafError if the probe does
 // not arrive within listenProbeTimeout.
-func probe(ctx context.Context, conn *pgx.Conn, db *sql.DB, notify func(jobID string)) error {
+func probe(ctx context.Context, conn *pgx.Conn, db *sql.DB, channel string, notify func(jobID string)) error {
 	b := make([]byte, 8)
 	rand.Read(b)
 	token := "probe-" + hex.EncodeToString(b) // no job has this ID
-	if _, err := db.ExecContext(ctx, "SELECT pg_notify($1, $2)", closedChannel, token); err != nil {
+	if _, err := db.ExecContext(ctx, "SELECT pg_notify($1, $2)", channel, token); err != nil {
 		return err
 	}
 	pctx, cancel := context.WithTimeout(ctx, listenProbeTimeout)
@@ -351,7 +358,7 @@ func probe(ctx context.Context, conn *pgx.Conn, db *sql.DB, notify func(jobID st
 			return &deafError{}
 		case err != nil:
 			return err
-		case n.Channel != closedChannel:
+		case n.Channel != channel:
 		case n.Payload == token:
 			return nil
 		default:

@@ -261,7 +261,7 @@ func NewSQLiteStoreSQLX(ctx context.Context, db *sqlx.DB, opts ...SQLiteOption) 
 func (s *SQLiteStore) open(ctx context.Context, opts []SQLiteOption) error {
 	cfg := readSQLiteOptions(opts)
 	s.onWriteWait = cfg.onWriteWait
-	return checkSchema(ctx, s, cfg.storeConfig, s.migrate)
+	return checkSchema(ctx, s, cfg.storeConfig, sqliteMigrationPlan.development, s.migrate)
 }
 
 // Dialect returns SQLite.
@@ -285,21 +285,31 @@ func (s *SQLiteStore) migrate(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, migrateBusyBudget)
 	defer cancel()
 	return s.write(ctx, "migrate", func(func()) error {
-		return migrate(ctx, s.db, s, migrationPlan{
-			dialect: SQLite,
-			begin:   "BEGIN IMMEDIATE",
-		})
+		return migrate(ctx, s.db, s, sqliteMigrationPlan)
 	})
+}
+
+// sqliteMigrationPlan is how the store applies its migrations.
+var sqliteMigrationPlan = migrationPlan{
+	dialect: SQLite,
+	begin:   "BEGIN IMMEDIATE",
+	development: developmentSchema{
+		detect:     sqliteIsDevelopment,
+		detectArgs: []any{"jobs_schema_migrations", "intentjobs_schema_migrations"},
+		latest:     5,
+		baseline:   true,
+		upgrade:    sqliteUpgradeDevelopment,
+	},
 }
 
 // DatabaseSchemaVersion implements SQLStore.
 func (s *SQLiteStore) DatabaseSchemaVersion(ctx context.Context) (int, error) {
-	return schemaVersion(ctx, s.rdb, s)
+	return schemaVersion(ctx, s.rdb, s, qSchemaVersion)
 }
 
 // AppliedMigrations implements SQLStore.
 func (s *SQLiteStore) AppliedMigrations(ctx context.Context) ([]AppliedMigration, error) {
-	return appliedMigrations(ctx, s.rdb, s)
+	return appliedMigrations(ctx, s.rdb, s, qAppliedMigrations)
 }
 
 // CreateJob implements Store. Reads are cheap and concurrent and writes

@@ -70,9 +70,9 @@ func (s *SQLiteStore) interpret(op string, err error) error {
 	}
 	if code == sqliteConstraintUnique || code == sqliteConstraintPrimaryKey {
 		switch {
-		case strings.Contains(msg, "jobs.owner, jobs.idempotency_key"):
+		case strings.Contains(msg, "intentjobs_jobs.owner, intentjobs_jobs.idempotency_key"):
 			return errUniqueKey
-		case strings.Contains(msg, "job_attempts.job_id") && !strings.Contains(msg, "seq"):
+		case strings.Contains(msg, "intentjobs_attempts.job_id") && !strings.Contains(msg, "seq"):
 			return errUniqueInDoubt
 		}
 	}

@@ -547,7 +547,7 @@ var migrationTools = []migrationTool{
 // refuseForeignMigrations refuses, with a usage error, to apply missing
 // migrations to a database whose schema another tool applied so far: one
 // that records, in its own table, the same latest version as
-// jobs_schema_migrations. jobsctl would apply the rest without that tool
+// intentjobs_schema_migrations. jobsctl would apply the rest without that tool
 // knowing, and the tool would then run them again.
 func refuseForeignMigrations(ctx context.Context, s jobs.SQLStore) error {
 	current, err := s.DatabaseSchemaVersion(ctx)

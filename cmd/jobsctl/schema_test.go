@@ -21,9 +21,9 @@ func TestSchemaExitStatusSaysBehindOrAhead(t *testing.T) {
 		status string
 	}{
 		{"up to date", "", 0, "status    up to date\n"},
-		{"ahead", `INSERT INTO jobs_schema_migrations (version, name, applied_at) VALUES ($1 + 1, 'from a newer release', '` + future + `')`,
+		{"ahead", `INSERT INTO intentjobs_schema_migrations (version, name, applied_at) VALUES ($1 + 1, 'from a newer release', '` + future + `')`,
 			1, "status    ahead: the database was upgraded by a newer release; use a newer jobsctl\n"},
-		{"behind", `DELETE FROM jobs_schema_migrations WHERE version >= $1`,
+		{"behind", `DELETE FROM intentjobs_schema_migrations WHERE version >= $1`,
 			1, "status    behind: LAST missing; run jobsctl migrate"}, // LAST: the newest migration
 	}
 	for _, db := range databases(t) {
