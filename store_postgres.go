@@ -482,7 +482,7 @@ func (s *PostgresStore) ListJobs(ctx context.Context, q JobQuery) ([]Job, error)
 	if q.Newest {
 		query = pgListJobsNewest
 	}
-	states := make([]string, len(q.States))
+	states := make(pgTextArray, len(q.States))
 	for i, st := range q.States {
 		states[i] = string(st)
 	}

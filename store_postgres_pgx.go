@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -224,4 +225,31 @@ func pgTime(t pgtype.Timestamptz) time.Time {
 		return time.Time{}
 	}
 	return t.Time.UTC()
+}
+
+// pgTextArray is a text[] argument, sent as the array's literal
+// ('{"a","b"}'), which PostgreSQL reads into the parameter's type: a
+// driver that wraps pgx's through database/sql takes no slice as an
+// argument, and pgx takes the literal too.
+type pgTextArray []string
+
+// Value implements driver.Valuer.
+func (a pgTextArray) Value() (driver.Value, error) {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, s := range a {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		for _, r := range s {
+			if r == '"' || r == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteRune(r)
+		}
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	return b.String(), nil
 }
