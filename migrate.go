@@ -49,7 +49,8 @@ type Migration struct {
 // Every table, index, constraint, trigger and function of the schema is
 // named intentjobs_…, so that it lives beside the application's own
 // tables. On PostgreSQL, the files create them in the schema that the
-// connection's search_path names first.
+// connection's search_path names first; a store opened with Schema
+// applies them in its schema.
 func Migrations(dialect Dialect) (fs.FS, error) {
 	switch dialect {
 	case Postgres, SQLite:

@@ -237,8 +237,9 @@ func queryText(t testing.TB, db *sql.DB, query string, args ...any) []string {
 
 // describeSchema lists, as text, everything the library's schema defines
 // in db: the tables, their columns, constraints, indexes and storage
-// parameters, and on PostgreSQL the trigger and its function. Two
-// databases with the same description have the same schema.
+// parameters, and on PostgreSQL the trigger and its function, in the
+// schema of db's search_path. Two databases with the same description
+// have the same schema.
 func describeSchema(t testing.TB, db *sql.DB, dialect jobs.Dialect) []string {
 	t.Helper()
 	if dialect == jobs.SQLite {
@@ -248,25 +249,32 @@ func describeSchema(t testing.TB, db *sql.DB, dialect jobs.Dialect) []string {
 	if err := db.QueryRow(`SELECT current_schema()`).Scan(&schema); err != nil {
 		t.Fatal(err)
 	}
+	return describePostgresSchema(t, db, schema)
+}
+
+// describePostgresSchema is describeSchema for the PostgreSQL schema
+// named schema, whose name reads SCHEMA in the description.
+func describePostgresSchema(t testing.TB, db *sql.DB, schema string) []string {
+	t.Helper()
 	var out []string
 	for _, q := range []string{
 		`SELECT c.relname, c.relkind, c.reloptions FROM pg_class c
-		  WHERE c.relnamespace = current_schema()::regnamespace ORDER BY c.relname`,
+		  WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) ORDER BY c.relname`,
 		`SELECT c.relname, a.attnum, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
 		        pg_get_expr(d.adbin, d.adrelid)
 		   FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
 		   LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-		  WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
+		  WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped
 		  ORDER BY c.relname, a.attnum`,
 		`SELECT c.relname, con.conname, pg_get_constraintdef(con.oid) FROM pg_constraint con JOIN pg_class c ON c.oid = con.conrelid
-		  WHERE c.relnamespace = current_schema()::regnamespace ORDER BY c.relname, con.conname`,
-		`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY indexname`,
+		  WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) ORDER BY c.relname, con.conname`,
+		`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = $1 ORDER BY indexname`,
 		`SELECT t.tgname, pg_get_triggerdef(t.oid) FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-		  WHERE c.relnamespace = current_schema()::regnamespace AND NOT t.tgisinternal ORDER BY t.tgname`,
+		  WHERE c.relnamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) AND NOT t.tgisinternal ORDER BY t.tgname`,
 		`SELECT p.proname, pg_get_functiondef(p.oid) FROM pg_proc p
-		  WHERE p.pronamespace = current_schema()::regnamespace ORDER BY p.proname`,
+		  WHERE p.pronamespace = (SELECT oid FROM pg_catalog.pg_namespace WHERE nspname = $1) ORDER BY p.proname`,
 	} {
-		for _, line := range queryText(t, db, q) {
+		for _, line := range queryText(t, db, q, schema) {
 			out = append(out, strings.ReplaceAll(line, schema, "SCHEMA"))
 		}
 	}
@@ -442,4 +450,31 @@ func TestSkipMigrationsOnDevelopmentSchemaSaysHowToUpgrade(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestUpgradeFromDevelopmentSchemaInSchema: a store opened with Schema
+// upgrades the development database in that schema, over connections whose
+// search_path names another.
+func TestUpgradeFromDevelopmentSchemaInSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dev := newDevelopmentDatabase(t, jobs.Postgres, developmentLatest[jobs.Postgres])
+	var schema string
+	if err := dev.db.QueryRow(`SELECT current_schema()`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	before := dev.rows(t, "jobs", "job_attempts", "job_verifications")
+	s, err := jobs.OpenPostgres(ctx, testdb.PostgresDSN(t), jobs.Schema(schema))
+	if err != nil {
+		t.Fatalf("open the development database with Schema: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if diff := cmp.Diff(before, dev.rows(t, "intentjobs_jobs", "intentjobs_attempts", "intentjobs_verifications")); diff != "" {
+		t.Errorf("rows after the upgrade (-before +after):\n%s", diff)
+	}
+	fresh := testdb.NewPostgres(t)
+	if diff := cmp.Diff(describeSchema(t, fresh.DB(), jobs.Postgres), describePostgresSchema(t, dev.db, schema)); diff != "" {
+		t.Errorf("schema after the upgrade differs from a new database's (-new +upgraded):\n%s", diff)
+	}
+	checkUpgradedStoreWorks(t, s)
 }

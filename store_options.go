@@ -54,6 +54,7 @@ type storeConfig struct {
 type postgresConfig struct {
 	storeConfig
 	listenDSN *string // see ListenDSN
+	schema    *string // see Schema
 }
 
 // sqliteConfig is what a SQLiteStore's options set.
@@ -85,6 +86,25 @@ func InspectOnly() StoreOption { return func(c *storeConfig) { c.inspectOnly = t
 // parse makes opening fail with ErrInvalidInput.
 func ListenDSN(dsn string) PostgresOption {
 	return postgresOption(func(c *postgresConfig) { c.listenDSN = &dsn })
+}
+
+// Schema puts the PostgreSQL store's tables in the schema name, which
+// opening creates if it is missing, and qualifies every statement the
+// store runs with it. Without it, the tables are where the connection's
+// search_path finds them (and opening creates them in the first schema
+// it names), as a plain run of the migration files would.
+//
+// With Schema, the library's tables stay apart from the application's
+// even inside the application's own transactions: SubmitTx and
+// SubmitPgxTx write to the store's schema whatever the transaction's
+// search_path. Waiters listen on a channel of the schema's own, so that
+// stores in two schemas of one database do not wake each other's. Give
+// every store of a database the same name, and the migration tools the
+// same schema (goose's and golang-migrate's connections with
+// search_path=name). A name that is empty, longer than PostgreSQL's 63
+// bytes, or holds a NUL makes opening fail with ErrInvalidInput.
+func Schema(name string) PostgresOption {
+	return postgresOption(func(c *postgresConfig) { c.schema = &name })
 }
 
 // ObserveWriteWait calls fn after each write of a SQLite store with how long

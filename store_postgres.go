@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,15 +37,17 @@ import (
 // Manager.Wait is woken by LISTEN/NOTIFY (see NotifyClosed).
 type PostgresStore struct {
 	sqlHandles
+	q        *pgStatements // the statements, qualified by Schema if given
+	schema   string        // Schema's name, or "" for the search_path's
 	listener closeListener // shared by the waiters of Manager.Wait
 	keys     keyStreak     // CreateJob's recent keys: new ones in a row
 }
 
 // OpenPostgres connects to PostgreSQL through pgx's database/sql driver and
 // applies the schema (see Migrations). dsn is a pgx connection string, e.g.
-// "postgres://app@db:5432/app?sslmode=disable"; add search_path=NAME to keep
-// the tables in their own schema. Close the store to close the connection
-// pool.
+// "postgres://app@db:5432/app?sslmode=disable". The tables go in the schema
+// the connection's search_path names first, or in a schema of their own
+// with the option Schema. Close the store to close the connection pool.
 func OpenPostgres(ctx context.Context, dsn string, opts ...PostgresOption) (*PostgresStore, error) {
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
@@ -65,8 +68,20 @@ func OpenPostgres(ctx context.Context, dsn string, opts ...PostgresOption) (*Pos
 // applies the schema. The caller keeps ownership of db.
 func NewPostgresStore(ctx context.Context, db *sql.DB, opts ...PostgresOption) (*PostgresStore, error) {
 	cfg := readPostgresOptions(opts)
-	s := &PostgresStore{sqlHandles: sqlHandles{db: db, rdb: db}}
-	s.listener.table = "intentjobs_jobs"
+	s := &PostgresStore{sqlHandles: sqlHandles{db: db, rdb: db}, q: pgSearchPathStatements}
+	if cfg.schema != nil {
+		name := *cfg.schema
+		switch {
+		case name == "":
+			return nil, invalid("Schema", "empty")
+		case len(name) > 63:
+			return nil, invalid("Schema", "%d bytes, longer than PostgreSQL's names (63)", len(name))
+		case strings.ContainsRune(name, 0):
+			return nil, invalid("Schema", "holds a NUL byte")
+		}
+		s.schema, s.q = name, newPgStatements(pgx.Identifier{name}.Sanitize())
+	}
+	s.listener.q = s.q
 	if cfg.listenDSN != nil {
 		if *cfg.listenDSN == "" {
 			return nil, invalid("ListenDSN", "empty")
@@ -113,28 +128,51 @@ func (s *PostgresStore) migrationPlan() migrationPlan {
 		setup:   s.migrationSetup,
 		development: developmentSchema{
 			detect:     pgIsDevelopment,
-			detectArgs: []any{"jobs_schema_migrations", "intentjobs_schema_migrations"},
+			detectArgs: []any{s.inSchema("jobs_schema_migrations"), s.inSchema("intentjobs_schema_migrations")},
 			latest:     6,
 			upgrade:    pgUpgradeDevelopment,
 		},
 	}
 }
 
-// migrationSetup waits, at the start of the migration's transaction on
-// conn, for the other openers of the same schema.
+// inSchema returns the name of table, qualified by the store's schema if
+// it has one, as an argument for to_regclass.
+func (s *PostgresStore) inSchema(table string) string {
+	if s.q.schema == "" {
+		return table
+	}
+	return s.q.schema + "." + table
+}
+
+// migrationSetup runs at the start of the migration's transaction on conn:
+// it waits for the other openers of the same schema and, for a store
+// opened with Schema, makes the schema if it is missing and applies the
+// migrations in it.
 func (s *PostgresStore) migrationSetup(ctx context.Context, conn *sql.Conn) error {
-	_, err := conn.ExecContext(ctx, pgMigrateLock)
+	if _, err := conn.ExecContext(ctx, pgMigrateLock, s.schema); err != nil || s.schema == "" {
+		return err
+	}
+	var missing bool
+	if err := conn.QueryRowContext(ctx, pgSchemaMissing, s.schema).Scan(&missing); err != nil {
+		return err
+	}
+	if missing {
+		if _, err := conn.ExecContext(ctx, pgCreateSchema+s.q.schema); err != nil {
+			return err
+		}
+	}
+	_, err := conn.ExecContext(ctx, pgUseSchema, s.q.schema)
 	return err
 }
 
 // DatabaseSchemaVersion implements SQLStore.
 func (s *PostgresStore) DatabaseSchemaVersion(ctx context.Context) (int, error) {
-	return schemaVersion(ctx, s.db, s, qSchemaVersion)
+	return schemaVersion(ctx, s.db, s, s.q.schemaVersion)
 }
 
 // AppliedMigrations implements SQLStore.
 func (s *PostgresStore) AppliedMigrations(ctx context.Context) ([]AppliedMigration, error) {
-	return appliedMigrations(ctx, s.db, s, qAppliedMigrations)
+	return appliedMigrations(ctx, s.db, s, s.q.appliedMigrations)
 }
 
 // CreateJob implements Store: one statement, pgCreateJob, that inserts the
@@ -147,7 +185,7 @@ func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error)
 	switch {
 	case s.keys.newKeys():
 		var inserted bool
-		err := pgQueryRow(ctx, h, pgInsertJob,
+		err := pgQueryRow(ctx, h, s.q.insertJob,
 			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt).Scan(&inserted)
 		switch {
 		case err == nil:
@@ -156,7 +194,7 @@ func (s *PostgresStore) CreateJob(ctx context.Context, j Job) (Job, bool, error)
 			return Job{}, false, s.interpret("create job", err)
 		}
 	case s.keys.takenKeys():
-		got, err := pgReadJobByKey(ctx, h, j.Owner, j.Key)
+		got, err := pgReadJobByKey(ctx, h, s.q.jobByKey, j.Owner, j.Key)
 		switch {
 		case err == nil:
 			s.keys.record(false)
@@ -181,7 +219,7 @@ func (s *PostgresStore) createJob(ctx context.Context, h pgHandle, j Job) (Job, 
 			created bool
 			d       [17]any
 		}
-		err := pgQueryRow(ctx, h, pgCreateJob,
+		err := pgQueryRow(ctx, h, s.q.createJob,
 			j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt).Scan(append(got.dest(got.d[:0]), &got.created)...)
 		created := got.created
 		switch {
@@ -194,7 +232,7 @@ func (s *PostgresStore) createJob(ctx context.Context, h pgHandle, j Job) (Job, 
 		}
 		// A duplicate whose row the statement could not see: it committed
 		// after the statement began. A new statement sees it.
-		if found, err := pgReadJobByKey(ctx, h, j.Owner, j.Key); !errors.Is(err, sql.ErrNoRows) {
+		if found, err := pgReadJobByKey(ctx, h, s.q.jobByKey, j.Owner, j.Key); !errors.Is(err, sql.ErrNoRows) {
 			return found, false, s.interpret("get job by key", err)
 		}
 		// Deleted in between (retention): insert again.
@@ -211,7 +249,7 @@ func (s *PostgresStore) ReplaceJob(ctx context.Context, r JobReplacement) (Job, 
 	j := r.New
 	a, b, c := jobStates(r.From)
 	var blocker AttemptInFlightError
-	got, err := scanJobAnd(s.db.QueryRowContext(ctx, pgReplaceJob,
+	got, err := scanJobAnd(s.db.QueryRowContext(ctx, s.q.replaceJob,
 		j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, j.CreatedAt,
 		RetiredKey(j.Key, j.ID), r.OldID, a, b, c), &blocker.AttemptID, &blocker.State)
 	switch {
@@ -227,12 +265,12 @@ func (s *PostgresStore) ReplaceJob(ctx context.Context, r JobReplacement) (Job, 
 
 // Job implements Store.
 func (s *PostgresStore) Job(ctx context.Context, id string) (Job, error) {
-	return queryOne(ctx, s.db, s, "get job", jobNotFound(id), scanJob, pgJobByID, id)
+	return queryOne(ctx, s.db, s, "get job", jobNotFound(id), scanJob, s.q.jobByID, id)
 }
 
 // JobByKey implements Store.
 func (s *PostgresStore) JobByKey(ctx context.Context, owner, key string) (Job, error) {
-	return queryOne(ctx, s.db, s, "get job by key", errNoJobForKey, scanJob, pgJobByKey, owner, key)
+	return queryOne(ctx, s.db, s, "get job by key", errNoJobForKey, scanJob, s.q.jobByKey, owner, key)
 }
 
 // CloseJob implements Store.
@@ -241,7 +279,7 @@ func (s *PostgresStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
 		return Job{}, err
 	}
 	for range maxRetries {
-		j, err := scanJob(s.db.QueryRowContext(ctx, pgCloseJob, c.ID, string(c.To), c.Reason, c.At, c.To == JobFailed))
+		j, err := scanJob(s.db.QueryRowContext(ctx, s.q.closeJob, c.ID, string(c.To), c.Reason, c.At, c.To == JobFailed))
 		if !errors.Is(err, sql.ErrNoRows) {
 			return j, s.interpret("close job", err)
 		}
@@ -254,17 +292,17 @@ func (s *PostgresStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
 
 // Attempt implements Store.
 func (s *PostgresStore) Attempt(ctx context.Context, id string) (Attempt, error) {
-	return queryOne(ctx, s.db, s, "get attempt", attemptNotFound(id), scanAttempt, pgAttemptByID, id)
+	return queryOne(ctx, s.db, s, "get attempt", attemptNotFound(id), scanAttempt, s.q.attemptByID, id)
 }
 
 // Attempts implements Store.
 func (s *PostgresStore) Attempts(ctx context.Context, jobID string) ([]Attempt, error) {
-	out, err := queryAll(ctx, s.db, s, "list attempts", scanAttempt, pgAttempts, jobID)
+	out, err := queryAll(ctx, s.db, s, "list attempts", scanAttempt, s.q.attempts, jobID)
 	if err != nil || len(out) > 0 {
 		return out, err
 	}
 	// No attempt: is there a job?
-	_, err = queryOne(ctx, s.db, s, "list attempts", jobNotFound(jobID), scanValue[int], pgJobExists, jobID)
+	_, err = queryOne(ctx, s.db, s, "list attempts", jobNotFound(jobID), scanValue[int], s.q.jobExists, jobID)
 	return out, err
 }
 
@@ -287,7 +325,7 @@ func (s *PostgresStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attem
 	d := append(r.dest[:0], &r.seq, &r.known, &r.base)
 	args := append(r.args[:0], pgText{&r.jobID}, pgText{&r.id}, pgText{&r.provider}, na.Hedge, &r.at)
 	for range maxRetries {
-		err := s.interpret("start attempt", pgxQueryRow(ctx, s.db, pgCreateAttempt, args, d...))
+		err := s.interpret("start attempt", pgxQueryRow(ctx, s.db, s.q.createAttempt, args, d...))
 		if err == nil {
 			stored := na.At.UTC().Truncate(time.Microsecond) // as stored: pgx sends whole microseconds
 			return Attempt{ID: na.ID, JobID: na.JobID, Seq: int(r.seq), Provider: r.got, State: AttemptStarting,
@@ -327,7 +365,7 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 	args := append(r.args[:0], pgText{&r.u.ID}, stateArg(string(u.To)), pgText{&r.u.ProviderRef}, pgText{&r.u.Reason},
 		&r.at, u.To.Terminal(), stateArg(from1), stateArg(from2), stateArg(from3), pgText{&r.u.ClaimToken})
 	for range maxRetries {
-		err := s.interpret("update attempt", pgxQueryRow(ctx, s.db, pgUpdateAttempt, args, d...))
+		err := s.interpret("update attempt", pgxQueryRow(ctx, s.db, s.q.updateAttempt, args, d...))
 		if err == nil {
 			a := r.a
 			a.ID, a.State, a.Seq, a.CreatedAt = u.ID, u.To, int(r.seq), pgTime(r.created)
@@ -373,16 +411,16 @@ func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job,
 func (s *PostgresStore) complete(ctx context.Context, c Completion, r *completedRow) error {
 	return pgxOn(ctx, s.db, func(pc *pgx.Conn) error {
 		*r = completedRow{} // a try again after a closed connection starts afresh
-		err := pgCompletePipeline(ctx, pc, c, r)
+		err := pgCompletePipeline(ctx, pc, s.q, c, r)
 		if errors.Is(err, errNotPipelined) {
 			err = r.scan(c, func(args, dest []any) error {
-				return pc.QueryRow(ctx, pgCompleteAttempt, args...).Scan(dest...)
+				return pc.QueryRow(ctx, s.q.completeAttempt, args...).Scan(dest...)
 			})
 		}
 		return err
 	}, func(conn *sql.Conn) error {
 		return r.scan(c, func(args, dest []any) error {
-			return conn.QueryRowContext(ctx, pgCompleteAttempt, args...).Scan(dest...)
+			return conn.QueryRowContext(ctx, s.q.completeAttempt, args...).Scan(dest...)
 		})
 	})
 }
@@ -478,9 +516,9 @@ func (s *PostgresStore) ListJobs(ctx context.Context, q JobQuery) ([]Job, error)
 	if err := q.Check(); err != nil {
 		return nil, err
 	}
-	query := pgListJobs
+	query := s.q.listJobs
 	if q.Newest {
-		query = pgListJobsNewest
+		query = s.q.listJobsNewest
 	}
 	states := make(pgTextArray, len(q.States))
 	for i, st := range q.States {
@@ -504,7 +542,7 @@ func (s *PostgresStore) StaleAttempts(ctx context.Context, q StaleQuery) ([]Atte
 	if unclaimed.IsZero() {
 		unclaimed = endOfTime
 	}
-	return queryAll(ctx, s.db, s, "list stale attempts", scanAttempt, pgStaleAttempts,
+	return queryAll(ctx, s.db, s, "list stale attempts", scanAttempt, s.q.staleAttempts,
 		q.UnknownBefore, q.OpenBefore, upper, limit, unclaimed)
 }
 
@@ -516,7 +554,7 @@ func (s *PostgresStore) ClaimAttempt(ctx context.Context, c AttemptClaim) (Attem
 	if !c.State.Open() { // only an attempt in doubt is reconciled
 		return Attempt{}, false, nil
 	}
-	a, err := scanAttempt(s.db.QueryRowContext(ctx, pgClaimAttempt, c.ID, string(c.State), c.UpdatedAt, c.Token, c.At, c.Until))
+	a, err := scanAttempt(s.db.QueryRowContext(ctx, s.q.claimAttempt, c.ID, string(c.State), c.UpdatedAt, c.Token, c.At, c.Until))
 	if errors.Is(err, sql.ErrNoRows) {
 		return Attempt{}, false, nil
 	}
@@ -531,7 +569,7 @@ func (s *PostgresStore) RenewClaim(ctx context.Context, c AttemptClaim) (bool, e
 	if err := c.Check(); err != nil {
 		return false, err
 	}
-	n, err := rowsAffected(ctx, s.db, pgRenewClaim, c.ID, c.Token, c.Until)
+	n, err := rowsAffected(ctx, s.db, s.q.renewClaim, c.ID, c.Token, c.Until)
 	if err != nil {
 		return false, s.interpret("renew claim", err)
 	}
@@ -544,7 +582,7 @@ func (s *PostgresStore) RecordVerification(ctx context.Context, v Verification) 
 	if !v.ExpiresAt.IsZero() {
 		expires = v.ExpiresAt
 	}
-	_, err := s.db.ExecContext(ctx, pgRecordVerification,
+	_, err := s.db.ExecContext(ctx, s.q.recordVerification,
 		v.ID, v.Provider, v.Kind, v.ContractVersion, v.Passed, v.Reason, v.VerifiedAt, expires)
 	return s.interpret("record verification", err)
 }
@@ -555,7 +593,7 @@ func (s *PostgresStore) Verifications(ctx context.Context, f VerificationFilter)
 	if limit <= 0 {
 		limit = 100
 	}
-	return queryAll(ctx, s.db, s, "list verifications", scanVerification, pgVerifications, f.Provider, f.Kind, f.ContractVersion, limit)
+	return queryAll(ctx, s.db, s, "list verifications", scanVerification, s.q.verifications, f.Provider, f.Kind, f.ContractVersion, limit)
 }
 
 // PurgeJobs implements PurgeStore: one statement per batch, which never waits
@@ -565,9 +603,9 @@ func (s *PostgresStore) PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount
 	var err error
 	switch {
 	case q.DryRun:
-		err = s.db.QueryRowContext(ctx, pgCountPurgeable, q.Before).Scan(&n.Jobs, &n.Attempts)
+		err = s.db.QueryRowContext(ctx, s.q.countPurgeable, q.Before).Scan(&n.Jobs, &n.Attempts)
 	case q.Limit > 0:
-		err = s.db.QueryRowContext(ctx, pgPurge, q.Before, q.Limit).Scan(&n.Jobs, &n.Attempts)
+		err = s.db.QueryRowContext(ctx, s.q.purge, q.Before, q.Limit).Scan(&n.Jobs, &n.Attempts)
 	}
 	if err != nil {
 		return PurgeCount{}, s.interpret("purge", err)
@@ -588,15 +626,15 @@ func (s *PostgresStore) attemptForWrite(ctx context.Context, id string) (Attempt
 func (s *PostgresStore) blocker(ctx context.Context, jobID string) (*AttemptInFlightError, error) {
 	return queryOne(ctx, s.db, s, "find blocking attempt", nil, func(sc scanner) (*AttemptInFlightError, error) {
 		return scanBlocker(sc, jobID)
-	}, pgBlocker, jobID)
+	}, s.q.blocker, jobID)
 }
 
 func (s *PostgresStore) otherInDoubt(ctx context.Context, a Attempt) (*AttemptInFlightError, error) {
 	return queryOne(ctx, s.db, s, "find attempt in doubt", nil, func(sc scanner) (*AttemptInFlightError, error) {
 		return scanBlocker(sc, a.JobID)
-	}, pgOtherInDoubt, a.JobID, a.ID)
+	}, s.q.otherInDoubt, a.JobID, a.ID)
 }
 
 func (s *PostgresStore) claimToken(ctx context.Context, attemptID string) (string, error) {
-	return queryOne(ctx, s.db, s, "check claim", attemptNotFound(attemptID), scanValue[string], pgClaimToken, attemptID)
+	return queryOne(ctx, s.db, s, "check claim", attemptNotFound(attemptID), scanValue[string], s.q.claimToken, attemptID)
 }

@@ -37,7 +37,7 @@ func (s *PostgresStore) interpret(op string, err error) error {
 			kind = StorageReadOnly
 		case pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == "55P03":
 			kind = StorageBusy
-		case pgErr.Code == "42P01" || pgErr.Code == "42703":
+		case pgErr.Code == "42P01" || pgErr.Code == "42703" || pgErr.Code == "3F000": // no such table, column or schema
 			kind = StorageSchema
 		case strings.HasPrefix(pgErr.Code, "08"), strings.HasPrefix(pgErr.Code, "57P"), pgErr.Code == "53300":
 			kind = StorageUnavailable

@@ -75,7 +75,7 @@ func (e *deafError) Error() string {
 // the waiters registered for each job.
 type closeListener struct {
 	config *pgx.ConnConfig // from ListenDSN; nil: the settings of the store's pool
-	table  string          // the jobs table, as the store's statements name it, whose schema names the channel
+	q      *pgStatements   // the store's statements: pgWatchJob, and the jobs table whose schema names the channel
 
 	mu        sync.Mutex
 	waiters   map[string]map[*closeWaiter]struct{} // by job ID
@@ -167,7 +167,7 @@ func (l *closeListener) subscribe(ctx context.Context, db *sql.DB, jobID string)
 	// came first (see the column watched in 0001_init.sql). The mark stays
 	// when the waiter leaves: it costs one notification too many, removing
 	// it a write.
-	if _, err := db.ExecContext(ctx, pgWatchJob, jobID); err != nil {
+	if _, err := db.ExecContext(ctx, l.q.watchJob, jobID); err != nil {
 		stop()
 		return nil, nil, &StorageError{Op: "listen", Kind: StorageUnavailable, Message: "mark the job watched: " + err.Error()}
 	}
@@ -302,7 +302,7 @@ func (l *closeListener) listen(ctx context.Context, db *sql.DB, listening func()
 		}
 	}
 	var channel string
-	if err := db.QueryRowContext(ctx, pgClosedChannel, l.table).Scan(&channel); err != nil {
+	if err := db.QueryRowContext(ctx, pgClosedChannel, l.q.jobsTable).Scan(&channel); err != nil {
 		return err
 	}
 	conn, err := pgx.ConnectConfig(ctx, cfg)

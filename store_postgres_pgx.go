@@ -100,14 +100,15 @@ func pgxOnce(ctx context.Context, db *sql.DB, native func(*pgx.Conn) error, fall
 	return fallback(conn)
 }
 
-// pgReadJobByKey reads the job that holds owner's key through h. No such
-// job is sql.ErrNoRows (pgx's ErrNoRows matches it).
-func pgReadJobByKey(ctx context.Context, h pgHandle, owner, key string) (Job, error) {
+// pgReadJobByKey reads the job that holds owner's key through h, with
+// query (pgJobByKey as the store runs it). No such job is sql.ErrNoRows
+// (pgx's ErrNoRows matches it).
+func pgReadJobByKey(ctx context.Context, h pgHandle, query, owner, key string) (Job, error) {
 	var got struct {
 		pgJob
 		d [16]any
 	}
-	if err := pgQueryRow(ctx, h, pgJobByKey, owner, key).Scan(got.dest(got.d[:0])...); err != nil {
+	if err := pgQueryRow(ctx, h, query, owner, key).Scan(got.dest(got.d[:0])...); err != nil {
 		return Job{}, err
 	}
 	return got.job(), nil

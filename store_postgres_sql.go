@@ -1,8 +1,15 @@
 package jobs
 
+import (
+	"regexp"
+	"strings"
+)
+
 // The statements of PostgresStore, in the order of the methods that run
-// them (store_postgres.go). Each is a constant, the text PostgreSQL
-// receives and pgx prepares once per connection.
+// them (store_postgres.go). Each is a constant that names the library's
+// tables as they are, to be found through the connection's search_path; a
+// store opened with Schema runs them with every table qualified by its
+// schema (pgStatements), made once when the store opens.
 
 // pgJobColsOfJobs is jobCols qualified by the table, for statements that
 // join jobs with another table.
@@ -382,15 +389,28 @@ const pgClosedChannel = `SELECT CASE WHEN octet_length('intentjobs_closed.' || n
   FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
  WHERE c.oid = $1::regclass`
 
-// Migrating: the lock that makes the openers of one schema wait for each
-// other (one lock per schema, so that tests in separate schemas do not).
-const pgMigrateLock = `SELECT pg_advisory_xact_lock(hashtext('intentjobs.migrate.' || current_schema()))`
+// Migrating, at the start of the migration's transaction: the lock that
+// makes the openers of one schema wait for each other (one lock per
+// schema, so that tests in separate schemas do not), the schema of $1 (a
+// store opened with Schema) or of the connection's search_path; then, for
+// a store opened with Schema, the schema made if it is missing (by name,
+// $1, so that a role without the right to create schemas can use one made
+// for it), and chosen for the rest of the transaction (its quoted name,
+// $1).
+const (
+	pgMigrateLock   = `SELECT pg_advisory_xact_lock(hashtext('intentjobs.migrate.' || COALESCE(NULLIF($1, ''), current_schema())))`
+	pgSchemaMissing = `SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)`
+	pgCreateSchema  = `CREATE SCHEMA ` // followed by the quoted name
+	pgUseSchema     = `SELECT set_config('search_path', $1, true)`
+)
 
 // Migrating: whether the database holds the schema of the library's
-// development versions ($1 is their version table, $2 this one's), and the
-// upgrade from the last of them (developmentSchema).
+// development versions ($1 is their version table, known by its column
+// applied_at from an application's table of the same name; $2 this one's),
+// and the upgrade from the last of them (developmentSchema).
 const (
-	pgIsDevelopment = `SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NULL`
+	pgIsDevelopment = `SELECT to_regclass($2) IS NULL AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute
+    WHERE attrelid = to_regclass($1) AND attname = 'applied_at' AND NOT attisdropped)`
 
 	// The upgrade renames: the tables, their constraints and indexes; the
 	// trigger and its function are made again, as 0001_init.sql makes
@@ -449,3 +469,82 @@ CREATE TABLE intentjobs_schema_migrations (
 INSERT INTO intentjobs_schema_migrations (version, name, applied_at)
     VALUES (1, '0001_init.sql', to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'));`
 )
+
+// pgStatements are the statements one store runs: the constants above, or,
+// for a store opened with Schema, the same with each of the library's
+// tables qualified by the schema (qualifyTables). They are made once, when
+// the store opens; pgx prepares each text once per connection, as for the
+// constants.
+type pgStatements struct {
+	schema    string // the schema's quoted name, or "" for the search_path's
+	jobsTable string // the jobs table as the statements name it, for pgClosedChannel
+
+	createJob, insertJob, replaceJob, jobByID, jobByKey, closeJob  string
+	attemptByID, attempts, jobExists, createAttempt, updateAttempt string
+	completeJob, completeFate, completeAttempt                     string
+	listJobs, listJobsNewest, staleAttempts, claimAttempt          string
+	renewClaim, recordVerification, verifications                  string
+	countPurgeable, purge, blocker, otherInDoubt, claimToken       string
+	watchJob, schemaVersion, appliedMigrations                     string
+}
+
+// pgSearchPathStatements are the statements of a store without Schema.
+var pgSearchPathStatements = newPgStatements("")
+
+// newPgStatements returns the statements with the library's tables
+// qualified by schema, a quoted name, or as they are for "".
+func newPgStatements(schema string) *pgStatements {
+	jobsTable := "intentjobs_jobs"
+	if schema != "" {
+		jobsTable = schema + ".intentjobs_jobs"
+	}
+	return &pgStatements{
+		schema:             schema,
+		jobsTable:          jobsTable,
+		createJob:          qualifyTables(pgCreateJob, schema),
+		insertJob:          qualifyTables(pgInsertJob, schema),
+		replaceJob:         qualifyTables(pgReplaceJob, schema),
+		jobByID:            qualifyTables(pgJobByID, schema),
+		jobByKey:           qualifyTables(pgJobByKey, schema),
+		closeJob:           qualifyTables(pgCloseJob, schema),
+		attemptByID:        qualifyTables(pgAttemptByID, schema),
+		attempts:           qualifyTables(pgAttempts, schema),
+		jobExists:          qualifyTables(pgJobExists, schema),
+		createAttempt:      qualifyTables(pgCreateAttempt, schema),
+		updateAttempt:      qualifyTables(pgUpdateAttempt, schema),
+		completeJob:        qualifyTables(pgCompleteJob, schema),
+		completeFate:       qualifyTables(pgCompleteFate, schema),
+		completeAttempt:    qualifyTables(pgCompleteAttempt, schema),
+		listJobs:           qualifyTables(pgListJobs, schema),
+		listJobsNewest:     qualifyTables(pgListJobsNewest, schema),
+		staleAttempts:      qualifyTables(pgStaleAttempts, schema),
+		claimAttempt:       qualifyTables(pgClaimAttempt, schema),
+		renewClaim:         qualifyTables(pgRenewClaim, schema),
+		recordVerification: qualifyTables(pgRecordVerification, schema),
+		verifications:      qualifyTables(pgVerifications, schema),
+		countPurgeable:     qualifyTables(pgCountPurgeable, schema),
+		purge:              qualifyTables(pgPurge, schema),
+		blocker:            qualifyTables(pgBlocker, schema),
+		otherInDoubt:       qualifyTables(pgOtherInDoubt, schema),
+		claimToken:         qualifyTables(pgClaimToken, schema),
+		watchJob:           qualifyTables(pgWatchJob, schema),
+		schemaVersion:      qualifyTables(qSchemaVersion, schema),
+		appliedMigrations:  qualifyTables(qAppliedMigrations, schema),
+	}
+}
+
+// pgTableRef is a reference to one of the library's tables where a
+// statement names a table to read or write: after FROM, JOIN, INTO or
+// UPDATE. A column qualified by its table (intentjobs_jobs.id) and FOR
+// UPDATE OF name the table as the statement itself does, and stay as they
+// are.
+var pgTableRef = regexp.MustCompile(`\b(FROM|JOIN|INTO|UPDATE)(\s+)(intentjobs_(?:jobs|attempts|verifications|schema_migrations))\b`)
+
+// qualifyTables returns stmt with each table of the library that it reads
+// or writes qualified by schema, a quoted name; stmt itself for "".
+func qualifyTables(stmt, schema string) string {
+	if schema == "" {
+		return stmt
+	}
+	return pgTableRef.ReplaceAllString(stmt, "${1}${2}"+strings.ReplaceAll(schema, "$", "$$")+".${3}")
+}

@@ -223,11 +223,12 @@ const (
 )
 
 // Migrating: whether the database holds the schema of the library's
-// development versions (?1 is their version table, ?2 this one's), and the
-// upgrade from the last of them (developmentSchema).
+// development versions (?1 is their version table, known by its column
+// applied_at from an application's table of the same name; ?2 this one's),
+// and the upgrade from the last of them (developmentSchema).
 const (
-	sqliteIsDevelopment = `SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)
-   AND NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?2)`
+	sqliteIsDevelopment = `SELECT NOT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?2)
+   AND EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE name = 'applied_at')`
 
 	// SQLite renames tables but neither the constraints named in their
 	// definition nor indexes: the upgrade runs after 0001_init.sql, which

@@ -50,7 +50,9 @@ func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
 		safeFields: map[string]bool{
 			"SQL": true, // a migration: a file embedded in the binary
 		},
-		safeCalls: map[string]bool{},
+		safeCalls: map[string]bool{
+			"qualifyTables": true, // qualifies a constant statement's tables by a schema's quoted name
+		},
 	}
 	for _, f := range files {
 		for _, d := range f.Decls {
@@ -289,32 +291,36 @@ func (c *sqlChecker) check(files []*ast.File) {
 			})
 		}
 		// The values of the statement holders: every string field from
-		// constants.
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.CompositeLit)
-			if !ok {
-				return true
-			}
-			if u, ok := lit.Type.(*ast.Ident); !ok || !statementHolders[u.Name] {
-				return true
-			}
-			for _, el := range lit.Elts {
-				kv, ok := el.(*ast.KeyValueExpr)
+		// constants, traced through the enclosing function's parameters.
+		for _, d := range f.Decls {
+			fn, _ := d.(*ast.FuncDecl)
+			ast.Inspect(d, func(n ast.Node) bool {
+				lit, ok := n.(*ast.CompositeLit)
 				if !ok {
-					continue
+					return true
 				}
-				if k, ok := kv.Key.(*ast.Ident); ok && c.safeFields[k.Name] && !c.safe(kv.Value, nil, files, 0) {
-					c.report(kv, "statement field %s is not built from constants", k.Name)
+				if u, ok := lit.Type.(*ast.Ident); !ok || !statementHolders[u.Name] {
+					return true
 				}
-			}
-			return true
-		})
+				for _, el := range lit.Elts {
+					kv, ok := el.(*ast.KeyValueExpr)
+					if !ok {
+						continue
+					}
+					if k, ok := kv.Key.(*ast.Ident); ok && c.safeFields[k.Name] && !c.safe(kv.Value, fn, files, 0) {
+						c.report(kv, "statement field %s is not built from constants", k.Name)
+					}
+				}
+				return true
+			})
+		}
 	}
 }
 
 // statementHolders are the library's types whose string fields hold SQL:
-// a migration plan, a dialect's way from its development schema.
-var statementHolders = map[string]bool{"migrationPlan": true, "developmentSchema": true}
+// a migration plan, a dialect's way from its development schema, and the
+// statements of a PostgreSQL store.
+var statementHolders = map[string]bool{"migrationPlan": true, "developmentSchema": true, "pgStatements": true}
 
 // quotedIdentifier reports whether e is pgx.Identifier{…}.Sanitize(): an
 // identifier quoted by pgx, which SQL reads as one name whatever it holds.
