@@ -118,7 +118,7 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 // A result reaches the job only through one guarded UPDATE whose WHERE
 // clause is the whole decision:
 //
-//	UPDATE jobs SET state = 'succeeded', result = $result, completed_by = $attempt,
+//	UPDATE intentjobs_jobs SET state = 'succeeded', result = $result, completed_by = $attempt,
 //	                version = version + 1, …
 //	 WHERE id = $job AND version = $base AND completed_by IS NULL AND state = 'running'
 //

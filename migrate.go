@@ -326,6 +326,13 @@ func schemaVersion(ctx context.Context, q DBTX, e errorMapper, query string) (in
 	return v, nil
 }
 
+// AppliedMigration is a row of the schema's version table.
+type AppliedMigration struct {
+	Version   int    `json:"version"`
+	Name      string `json:"name"`
+	AppliedAt string `json:"applied_at"` // RFC 3339, as recorded
+}
+
 // appliedMigrations lists the migrations recorded in the database with
 // query (qAppliedMigrations, or the same qualified by a schema).
 func appliedMigrations(ctx context.Context, q DBTX, e errorMapper, query string) ([]AppliedMigration, error) {
@@ -334,6 +341,12 @@ func appliedMigrations(ctx context.Context, q DBTX, e errorMapper, query string)
 		return nil, nil // no version table yet
 	}
 	return out, err
+}
+
+func scanMigration(sc scanner) (AppliedMigration, error) {
+	var m AppliedMigration
+	err := sc.Scan(&m.Version, &m.Name, &m.AppliedAt)
+	return m, err
 }
 
 // checkSchema is what opening a store does about the schema once the

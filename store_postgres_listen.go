@@ -19,8 +19,9 @@ import (
 
 // NotifyClosed implements CloseNotifier. All waiters of a store share one
 // connection, opened with the settings of the store's pool (or those of
-// ListenDSN) but outside it, which LISTENs while at least one waiter is
-// registered and is closed when the last one leaves. Once it listens, each
+// ListenDSN) but outside it, which LISTENs, on the channel of the schema
+// of the store's tables, while at least one waiter is registered and is
+// closed when the last one leaves. Once it listens, each
 // waiter marks its job as watched: the schema's trigger notifies only for a
 // job so marked. If it cannot listen within five seconds, NotifyClosed
 // returns an error and the waiter polls.

@@ -235,12 +235,6 @@ func scanBlocker(sc scanner, jobID string) (*AttemptInFlightError, error) {
 	return b, sc.Scan(&b.AttemptID, &b.State)
 }
 
-func scanMigration(sc scanner) (AppliedMigration, error) {
-	var m AppliedMigration
-	err := sc.Scan(&m.Version, &m.Name, &m.AppliedAt)
-	return m, err
-}
-
 // queryOne runs a query that returns at most one row and scans it. No row
 // is notFound, or (nil) a zero T and no error.
 func queryOne[T any](ctx context.Context, q DBTX, e errorMapper, op string, notFound error,
@@ -306,13 +300,6 @@ const maxRetries = 8
 // times, each time for a cause that was gone when it looked.
 func errKeptChanging(op string) error {
 	return &StorageError{Op: op, Kind: StorageBusy, Message: "the rows kept changing under concurrent writes"}
-}
-
-// AppliedMigration is a row of the schema's version table.
-type AppliedMigration struct {
-	Version   int    `json:"version"`
-	Name      string `json:"name"`
-	AppliedAt string `json:"applied_at"` // RFC 3339, as recorded
 }
 
 // rowReader is what both SQL stores read when a guarded write was refused,
