@@ -98,11 +98,12 @@ func ListenDSN(dsn string) PostgresOption {
 // even inside the application's own transactions: SubmitTx and
 // SubmitPgxTx write to the store's schema whatever the transaction's
 // search_path. Waiters listen on a channel of the schema's own, so that
-// stores in two schemas of one database do not wake each other's. Give
-// every store of a database the same name, and the migration tools the
-// same schema (goose's and golang-migrate's connections with
-// search_path=name). A name that is empty, longer than PostgreSQL's 63
-// bytes, or holds a NUL makes opening fail with ErrInvalidInput.
+// stores in two schemas of one database do not wake each other's. Open
+// every store that shares the tables with the same name, and point
+// migration tools at the same schema (goose's and golang-migrate's
+// connections with search_path=name). A name that is empty, longer than
+// PostgreSQL's 63 bytes, or holds a NUL makes opening fail with
+// ErrInvalidInput.
 func Schema(name string) PostgresOption {
 	return postgresOption(func(c *postgresConfig) { c.schema = &name })
 }
