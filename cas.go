@@ -9,8 +9,8 @@ import (
 )
 
 // Complete offers the attempt's result to its job. The store performs a
-// compare-and-swap on the job's version (pgCompleteAttempt and
-// sqliteCompleteJob below): the result is written only if the job is still
+// compare-and-swap on the job's version (pgCompleteJob and
+// sqliteCompleteJob; see below): the result is written only if the job is still
 // at the version the attempt read when it started and has no winner.
 // Exactly one attempt of a job can win, and finishing order decides, not
 // starting order.
@@ -132,7 +132,7 @@ func (m *Manager) complete(ctx context.Context, attemptID string, result json.Ra
 // A result reaches the job only through one guarded UPDATE whose WHERE
 // clause is the whole decision:
 //
-//	UPDATE jobs SET state = 'succeeded', result = $result, completed_by = $attempt,
+//	UPDATE intentjobs_jobs SET state = 'succeeded', result = $result, completed_by = $attempt,
 //	                version = version + 1, …
 //	 WHERE id = $job AND version = $base AND completed_by IS NULL AND state = 'running'
 //
@@ -239,105 +239,3 @@ func (a Attempt) ResultDropped() bool {
 	}
 	return false
 }
-
-// pgCompleteAttempt is Complete in one statement, for connections on which
-// pgCompleteJob and pgCompleteFate cannot be sent together. a locks the attempt and
-// reads its latest committed version; won is the compare-and-swap; j, read
-// only when won changed nothing (a CTE that no one reads is not run), locks
-// the job and reads its latest committed version; att records the attempt's
-// fate. The result ($2) appears only in won: a loser's result is stored
-// nowhere. $4 is a reconciler's claim token or an empty string; $5, $6 and
-// $7 are the pieces of the reasons above. It returns the job and the attempt after the
-// step (pgCompletedAttemptCols), or no row if the attempt does not exist, is
-// no longer open, or is claimed with another token.
-const pgCompleteAttempt = `WITH a AS (
-    SELECT id, job_id, base_version, state, claim_token FROM job_attempts WHERE id = $1 FOR UPDATE
-), j AS (
-    SELECT ` + pgJobColsOfJobs + ` FROM jobs JOIN a ON jobs.id = a.job_id FOR UPDATE OF jobs
-), won AS (
-    UPDATE jobs SET state = 'succeeded', result = $2, completed_by = $1, version = jobs.version + 1,
-                    updated_at = $3, closed_at = $3
-      FROM a
-     WHERE jobs.id = a.job_id
-       AND a.state IN ('starting', 'running', 'unknown')
-       AND ($4 = '' OR a.claim_token = $4)
-       AND jobs.version = a.base_version
-       AND jobs.completed_by IS NULL
-       AND jobs.state = 'running'
-    RETURNING ` + pgJobColsOfJobs + `
-), att AS (
-    UPDATE job_attempts SET
-        state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded'
-                     WHEN (SELECT completed_by FROM j) IS NOT NULL THEN 'lost'
-                     ELSE 'cancelled' END,
-        reason = CASE WHEN EXISTS (SELECT 1 FROM won) THEN reason
-                      WHEN (SELECT completed_by FROM j) IS NOT NULL THEN $5 || (SELECT completed_by FROM j) || $6
-                      ELSE $7 || (SELECT state FROM j) END,
-        updated_at = $3,
-        finished_at = $3
-     WHERE id = $1 AND state IN ('starting', 'running', 'unknown')
-       AND ($4 = '' OR claim_token = $4)
-    RETURNING ` + pgCompletedAttemptCols + `
-)
-SELECT won.*, att.* FROM won, att
-UNION ALL
-SELECT j.*, att.* FROM j, att WHERE NOT EXISTS (SELECT 1 FROM won)`
-
-// pgCompleteJob and pgCompleteFate are Complete in two statements sent
-// together, in one implicit transaction (see PostgresStore.CompleteAttempt).
-// pgCompleteJob is the compare-and-swap: its sub-select reads the attempt
-// ($1) and locks it (FOR NO KEY UPDATE, which waits for a concurrent
-// Cancel and then reads the attempt as that left it); the job changes only
-// if the attempt is open (and, for a reconciler's write, claimed with $4)
-// and the job is still at the attempt's BaseVersion, has no winner and is
-// running. pgCompleteFate then records the attempt's fate from the job as
-// its own snapshot, taken after the swap, shows it: the job this
-// transaction completed, or the job as the winner or the close that
-// refused the swap committed it (the swap waited for that transaction's
-// row lock). $1 is the attempt, $2 the time, $3 the claim token, $4-$6 the
-// pieces of the reasons above. It returns the job (pgJobColsOfJobs) and the
-// attempt (the columns of pgCompletedAttemptCols), or no row if the attempt
-// does not exist, is no longer open, or is claimed with another token.
-const (
-	pgCompleteJob = `UPDATE jobs SET state = 'succeeded', result = $2, completed_by = $1, version = version + 1,
-                updated_at = $3, closed_at = $3
- WHERE (id, version) = (SELECT job_id, base_version FROM job_attempts
-                         WHERE id = $1 AND state = ANY ('{starting,running,unknown}'::text[])
-                           AND ($4 = '' OR claim_token = $4)
-                         FOR NO KEY UPDATE)
-   AND completed_by IS NULL AND state = 'running'`
-	pgCompleteFate = `UPDATE job_attempts a SET
-        state = CASE WHEN jobs.completed_by = $1 THEN 'succeeded'
-                     WHEN jobs.completed_by IS NOT NULL THEN 'lost'
-                     ELSE 'cancelled' END,
-        reason = CASE WHEN jobs.completed_by = $1 THEN a.reason
-                      WHEN jobs.completed_by IS NOT NULL THEN $4 || jobs.completed_by || $5
-                      ELSE $6 || jobs.state END,
-        updated_at = $2,
-        finished_at = $2
-  FROM jobs
- WHERE a.id = $1 AND jobs.id = a.job_id AND a.state = ANY ('{starting,running,unknown}'::text[])
-   AND ($3 = '' OR a.claim_token = $3)
-RETURNING ` + pgJobColsOfJobs + `, a.seq, a.provider, a.state, a.base_version, a.hedge, a.provider_ref, a.reason, a.created_at`
-)
-
-// pgCompletedAttemptCols are the columns of the attempt that
-// pgCompleteAttempt returns: the others are known (its ID, its job's, and
-// the time of the step, both updated_at and finished_at).
-const pgCompletedAttemptCols = `seq, provider, state, base_version, hedge, provider_ref, reason, created_at`
-
-// sqliteCompleteJob is the compare-and-swap of Complete on SQLite, the first
-// statement of SQLiteStore.CompleteAttempt's immediate transaction, with the
-// attempt (?1), the result (?2), the time (?3) and a reconciler's claim
-// token or an empty string (?4). It reads the attempt itself, in the
-// subquery: the job changes only if the attempt is open (and, for a
-// reconciler's write, claimed with ?4) and the job is still at the
-// attempt's BaseVersion, has no winner and is running. It returns the job
-// as it changed it, or no row.
-const sqliteCompleteJob = `UPDATE jobs SET state = 'succeeded', result = ?2, completed_by = ?1, version = version + 1,
-                updated_at = ?3, closed_at = ?3
- WHERE (id, version) = (SELECT job_id, base_version FROM job_attempts
-                         WHERE id = ?1 AND (state = 'starting' OR state = 'running' OR state = 'unknown')
-                           AND (?4 = '' OR claim_token = ?4))
-   AND completed_by IS NULL AND state = 'running'
-RETURNING ` + jobCols

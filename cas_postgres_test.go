@@ -36,7 +36,7 @@ func TestPostgresCompleteAfterAWriteInFlight(t *testing.T) {
 	}{
 		{
 			name:  "Cancel of the attempt",
-			write: []string{`UPDATE job_attempts SET state = 'cancelled', reason = 'stopped', ` + now + `finished_at = now() WHERE id = '{a}'`},
+			write: []string{`UPDATE intentjobs_attempts SET state = 'cancelled', reason = 'stopped', ` + now + `finished_at = now() WHERE id = '{a}'`},
 			check: func(t *testing.T, err error, j jobs.Job, a, _ jobs.Attempt) {
 				if !errors.Is(err, jobs.ErrInvalidTransition) {
 					t.Errorf("Complete = %v, want ErrInvalidTransition", err)
@@ -51,7 +51,7 @@ func TestPostgresCompleteAfterAWriteInFlight(t *testing.T) {
 		},
 		{
 			name:  "CancelJob",
-			write: []string{`UPDATE jobs SET state = 'cancelled', version = version + 1, reason = 'user', ` + now + `closed_at = now() WHERE id = '{job}'`},
+			write: []string{`UPDATE intentjobs_jobs SET state = 'cancelled', version = version + 1, reason = 'user', ` + now + `closed_at = now() WHERE id = '{job}'`},
 			check: func(t *testing.T, err error, j jobs.Job, a, _ jobs.Attempt) {
 				var closed *jobs.JobClosedError
 				if !errors.As(err, &closed) || closed.State != jobs.JobCancelled {
@@ -68,8 +68,8 @@ func TestPostgresCompleteAfterAWriteInFlight(t *testing.T) {
 		{
 			name: "Complete of another attempt",
 			write: []string{
-				`UPDATE jobs SET state = 'succeeded', result = '{"by":"b"}', completed_by = '{b}', version = version + 1, ` + now + `closed_at = now() WHERE id = '{job}'`,
-				`UPDATE job_attempts SET state = 'succeeded', ` + now + `finished_at = now() WHERE id = '{b}'`,
+				`UPDATE intentjobs_jobs SET state = 'succeeded', result = '{"by":"b"}', completed_by = '{b}', version = version + 1, ` + now + `closed_at = now() WHERE id = '{job}'`,
+				`UPDATE intentjobs_attempts SET state = 'succeeded', ` + now + `finished_at = now() WHERE id = '{b}'`,
 			},
 			check: func(t *testing.T, err error, j jobs.Job, a, b jobs.Attempt) {
 				var lost *jobs.LostRaceError

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
-	"github.com/intentjobs/jobs/failover"
 	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/invariant"
 	"github.com/intentjobs/jobs/jobstest"
@@ -180,42 +179,4 @@ func states(as []jobs.Attempt) []string {
 		out[i] = a.Provider + "=" + string(a.State)
 	}
 	return out
-}
-
-// fakeProvider answers lookups from scripted outcomes, by the attempt's
-// reference or else by its key, for the root's tests of a Reconciler over
-// an upgraded schema. It never runs work: the runners' tests, and their
-// scripted providers, are in package failover.
-type fakeProvider struct {
-	name string
-
-	mu       sync.Mutex
-	outcomes map[string]failover.Outcome
-}
-
-func (p *fakeProvider) Call(context.Context, jobs.Job, jobs.Attempt, func(string) error) (json.RawMessage, error) {
-	return nil, fmt.Errorf("%s: calls are not scripted", p.name)
-}
-
-func (p *fakeProvider) Lookup(ctx context.Context, a jobs.Attempt) (failover.Outcome, error) {
-	key := a.ProviderRef
-	if key == "" {
-		key = a.ProviderKey()
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	o, ok := p.outcomes[key]
-	if !ok {
-		return failover.Outcome{}, fmt.Errorf("%s: lookup %s: not scripted", p.name, key)
-	}
-	return o, nil
-}
-
-func (p *fakeProvider) setOutcome(ref string, o failover.Outcome) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.outcomes == nil {
-		p.outcomes = map[string]failover.Outcome{}
-	}
-	p.outcomes[ref] = o
 }

@@ -27,6 +27,8 @@ func TestPostgresErrorKinds(t *testing.T) {
 		{"connection lost mid-read", io.ErrUnexpectedEOF, jobs.StorageUnavailable},
 		{"server shutting down", &pgconn.PgError{Code: "57P03", Message: "the database system is shutting down"}, jobs.StorageUnavailable},
 		{"serialization failure", &pgconn.PgError{Code: "40001"}, jobs.StorageBusy},
+		{"no such table", &pgconn.PgError{Code: "42P01"}, jobs.StorageSchema},
+		{"no such schema (Schema before migrating)", &pgconn.PgError{Code: "3F000"}, jobs.StorageSchema},
 		{"context ended", context.DeadlineExceeded, jobs.StorageUnavailable},
 		{"something else", errors.New("boom"), jobs.StorageOther},
 	} {

@@ -18,7 +18,7 @@ import (
 
 // emptyDatabase returns a handle on an empty database of dialect, without
 // the library's schema, as a migration tool finds it.
-func emptyDatabase(t *testing.T, dialect string) *sql.DB {
+func emptyDatabase(t *testing.T, dialect jobs.Dialect) *sql.DB {
 	t.Helper()
 	driver, dsn := "sqlite3", filepath.Join(t.TempDir(), "jobs.db")
 	if dialect == "postgres" {
@@ -34,7 +34,7 @@ func emptyDatabase(t *testing.T, dialect string) *sql.DB {
 
 // openSkippingMigrations opens a store of dialect over db that only checks
 // the schema's version.
-func openSkippingMigrations(ctx context.Context, db *sql.DB, dialect string) (jobs.SQLStore, error) {
+func openSkippingMigrations(ctx context.Context, db *sql.DB, dialect jobs.Dialect) (jobs.SQLStore, error) {
 	if dialect == "postgres" {
 		return jobs.NewPostgresStore(ctx, db, jobs.SkipMigrations())
 	}
@@ -48,8 +48,8 @@ func openSkippingMigrations(ctx context.Context, db *sql.DB, dialect string) (jo
 // library works on it.
 func TestMigrationFilesRunInOrderRecordTheirVersion(t *testing.T) {
 	t.Parallel()
-	for _, dialect := range []string{"sqlite", "postgres"} {
-		t.Run(dialect, func(t *testing.T) {
+	for _, dialect := range []jobs.Dialect{jobs.SQLite, jobs.Postgres} {
+		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			db := emptyDatabase(t, dialect)
@@ -62,7 +62,7 @@ func TestMigrationFilesRunInOrderRecordTheirVersion(t *testing.T) {
 					t.Fatalf("exec %s: %v", m.Name, err)
 				}
 				var v int
-				if err := db.QueryRowContext(ctx, `SELECT MAX(version) FROM jobs_schema_migrations`).Scan(&v); err != nil || v != m.Version {
+				if err := db.QueryRowContext(ctx, `SELECT MAX(version) FROM intentjobs_schema_migrations`).Scan(&v); err != nil || v != m.Version {
 					t.Fatalf("after %s the recorded version is %d (%v), want %d", m.Name, v, err, m.Version)
 				}
 			}
@@ -86,8 +86,8 @@ func TestMigrationFilesRunInOrderRecordTheirVersion(t *testing.T) {
 // served by a well-behaved fs.FS, and bad input refused.
 func TestMigrationsForGolangMigrate(t *testing.T) {
 	t.Parallel()
-	for _, dialect := range []string{"sqlite", "postgres"} {
-		t.Run(dialect, func(t *testing.T) {
+	for _, dialect := range []jobs.Dialect{jobs.SQLite, jobs.Postgres} {
+		t.Run(string(dialect), func(t *testing.T) {
 			t.Parallel()
 			ms, err := jobs.MigrationList(dialect)
 			if err != nil {
@@ -131,7 +131,7 @@ func TestMigrationsForGolangMigrate(t *testing.T) {
 		})
 	}
 	for _, bad := range []struct {
-		dialect string
+		dialect jobs.Dialect
 		layout  jobs.MigrationLayout
 	}{{"mysql", jobs.PlainSQL}, {"mysql", jobs.GolangMigrate}, {"sqlite", jobs.MigrationLayout(7)}} {
 		if _, err := jobs.MigrationsFor(bad.dialect, bad.layout); !errors.Is(err, jobs.ErrInvalidInput) {
@@ -147,7 +147,7 @@ func TestMigrationsForGolangMigrate(t *testing.T) {
 // StatementEnd.
 func TestMigrationFilesCarryGooseAnnotations(t *testing.T) {
 	t.Parallel()
-	for _, dialect := range []string{"sqlite", "postgres"} {
+	for _, dialect := range []jobs.Dialect{jobs.SQLite, jobs.Postgres} {
 		ms, err := jobs.MigrationList(dialect)
 		if err != nil {
 			t.Fatal(err)

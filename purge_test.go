@@ -452,16 +452,16 @@ func TestConcurrentPurgers(t *testing.T) {
 }
 
 // TestPurgeUsesItsIndex checks the plan of the batch query: it must read
-// jobs_created_at_idx, not scan the table.
+// intentjobs_jobs_created_at_idx, not scan the table.
 func TestPurgeUsesItsIndex(t *testing.T) {
 	t.Parallel()
 	cutoff := time.Now()
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
 		s := testdb.NewSQLite(t)
-		plan := explainPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.PurgeStatement("sqlite"), cutoff.UnixMicro(), 10)
-		if !strings.Contains(plan, "jobs_created_at_idx") {
-			t.Errorf("plan does not use jobs_created_at_idx:\n%s", plan)
+		plan := explainPlan(t, s.DB(), `EXPLAIN QUERY PLAN `+jobs.PurgeStatement(jobs.SQLite), cutoff.UnixMicro(), 10)
+		if !strings.Contains(plan, "intentjobs_jobs_created_at_idx") {
+			t.Errorf("plan does not use intentjobs_jobs_created_at_idx:\n%s", plan)
 		}
 	})
 	t.Run("postgres", func(t *testing.T) {
@@ -475,9 +475,9 @@ func TestPurgeUsesItsIndex(t *testing.T) {
 		for i := range 50 {
 			submitOK(t, m, chargeReq("u", fmt.Sprintf("k%d", i)))
 		}
-		plan := postgresPlan(t, s.DB(), "jobs", jobs.PurgeStatement("postgres"), cutoff, 10)
-		if !strings.Contains(plan, "jobs_created_at_idx") {
-			t.Errorf("plan does not use jobs_created_at_idx:\n%s", plan)
+		plan := postgresPlan(t, s.DB(), "intentjobs_jobs", jobs.PurgeStatement(jobs.Postgres), cutoff, 10)
+		if !strings.Contains(plan, "intentjobs_jobs_created_at_idx") {
+			t.Errorf("plan does not use intentjobs_jobs_created_at_idx:\n%s", plan)
 		}
 	})
 }

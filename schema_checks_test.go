@@ -48,16 +48,16 @@ func TestSchemaRefusesRowsThatBreakTheStateRules(t *testing.T) {
 			for _, tc := range []struct {
 				name, stmt string
 			}{
-				{"job state outside the list", `UPDATE jobs SET state = 'done' WHERE id = $1`},
-				{"job failed without closed_at", `UPDATE jobs SET state = 'failed' WHERE id = $1`},
-				{"job cancelled without closed_at", `UPDATE jobs SET state = 'cancelled' WHERE id = $1`},
-				{"running job with closed_at", `UPDATE jobs SET closed_at = {now} WHERE id = $1`},
-				{"job succeeded without a winner", `UPDATE jobs SET state = 'succeeded', closed_at = {now} WHERE id = $1`},
-				{"running job with a winner", `UPDATE jobs SET completed_by = 'att_x', result = '{}' WHERE id = $1`},
-				{"attempt state outside the list", `UPDATE job_attempts SET state = 'done' WHERE job_id = $1`},
-				{"attempt lost without finished_at", `UPDATE job_attempts SET state = 'lost' WHERE job_id = $1`},
-				{"attempt succeeded without finished_at", `UPDATE job_attempts SET state = 'succeeded' WHERE job_id = $1`},
-				{"running attempt with finished_at", `UPDATE job_attempts SET finished_at = {now} WHERE job_id = $1`},
+				{"job state outside the list", `UPDATE intentjobs_jobs SET state = 'done' WHERE id = $1`},
+				{"job failed without closed_at", `UPDATE intentjobs_jobs SET state = 'failed' WHERE id = $1`},
+				{"job cancelled without closed_at", `UPDATE intentjobs_jobs SET state = 'cancelled' WHERE id = $1`},
+				{"running job with closed_at", `UPDATE intentjobs_jobs SET closed_at = {now} WHERE id = $1`},
+				{"job succeeded without a winner", `UPDATE intentjobs_jobs SET state = 'succeeded', closed_at = {now} WHERE id = $1`},
+				{"running job with a winner", `UPDATE intentjobs_jobs SET completed_by = 'att_x', result = '{}' WHERE id = $1`},
+				{"attempt state outside the list", `UPDATE intentjobs_attempts SET state = 'done' WHERE job_id = $1`},
+				{"attempt lost without finished_at", `UPDATE intentjobs_attempts SET state = 'lost' WHERE job_id = $1`},
+				{"attempt succeeded without finished_at", `UPDATE intentjobs_attempts SET state = 'succeeded' WHERE job_id = $1`},
+				{"running attempt with finished_at", `UPDATE intentjobs_attempts SET finished_at = {now} WHERE job_id = $1`},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					before := readState(t, m, j.ID)
@@ -73,8 +73,8 @@ func TestSchemaRefusesRowsThatBreakTheStateRules(t *testing.T) {
 			}
 			// The rules kept: the attempt and the job fail, with their times.
 			for _, stmt := range []string{
-				`UPDATE job_attempts SET state = 'failed', finished_at = {now} WHERE job_id = $1`,
-				`UPDATE jobs SET state = 'failed', closed_at = {now} WHERE id = $1`,
+				`UPDATE intentjobs_attempts SET state = 'failed', finished_at = {now} WHERE job_id = $1`,
+				`UPDATE intentjobs_jobs SET state = 'failed', closed_at = {now} WHERE id = $1`,
 			} {
 				stmt = inDialect(dialect, stmt)
 				if _, err := s.DB().ExecContext(ctx, stmt, j.ID); err != nil {

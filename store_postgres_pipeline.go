@@ -58,20 +58,21 @@ type completedRow struct {
 	found bool
 }
 
-// pgCompletePipeline runs Complete's two statements on c in one round trip
-// and reads the row of the second into r. It returns errNotPipelined,
+// pgCompletePipeline runs Complete's two statements (q.completeJob and
+// q.completeFate) on c in one round trip and reads the row of the second
+// into r. It returns errNotPipelined,
 // having run neither, when c does not cache prepared statements, or the
 // statements as prepared do not have the types the decoding below reads
 // (a schema changed by hand).
-func pgCompletePipeline(ctx context.Context, c *pgx.Conn, comp Completion, r *completedRow) error {
+func pgCompletePipeline(ctx context.Context, c *pgx.Conn, q *pgStatements, comp Completion, r *completedRow) error {
 	if c.Config().DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
 		return errNotPipelined
 	}
-	swap, err := c.Prepare(ctx, pgCompleteJob, pgCompleteJob) // a map lookup once prepared
+	swap, err := c.Prepare(ctx, q.completeJob, q.completeJob) // a map lookup once prepared
 	if err != nil {
 		return err
 	}
-	fate, err := c.Prepare(ctx, pgCompleteFate, pgCompleteFate)
+	fate, err := c.Prepare(ctx, q.completeFate, q.completeFate)
 	if err != nil {
 		return err
 	}

@@ -24,8 +24,8 @@ type SQLStore interface {
 
 	// DB returns the database handle the store writes through.
 	DB() *sql.DB
-	// Dialect returns "postgres" or "sqlite".
-	Dialect() string
+	// Dialect returns Postgres or SQLite.
+	Dialect() Dialect
 	// DatabaseSchemaVersion reports the schema version recorded in the
 	// database (0 if none).
 	DatabaseSchemaVersion(ctx context.Context) (int, error)
@@ -44,10 +44,10 @@ var (
 
 // This file holds what the SQL stores share and no dialect decides: the
 // handles, the column lists and the scanning of rows, running a query
-// with the store's own error mapping, the loop that looks again after a
-// statement was refused, and the migration runner. Every statement, and
-// everything a dialect does its own way, is in store_postgres.go or
-// store_sqlite.go, and the compare-and-swap in cas.go.
+// with the store's own error mapping, and the reads that explain a refused
+// write. Every statement, and everything a dialect does its own way, is in
+// the dialect's files (store_postgres*.go, store_sqlite*.go); the
+// migration runner is in migrate.go.
 
 // sqlHandles are a SQL store's database handles.
 type sqlHandles struct {
@@ -235,12 +235,6 @@ func scanBlocker(sc scanner, jobID string) (*AttemptInFlightError, error) {
 	return b, sc.Scan(&b.AttemptID, &b.State)
 }
 
-func scanMigration(sc scanner) (AppliedMigration, error) {
-	var m AppliedMigration
-	err := sc.Scan(&m.Version, &m.Name, &m.AppliedAt)
-	return m, err
-}
-
 // queryOne runs a query that returns at most one row and scans it. No row
 // is notFound, or (nil) a zero T and no error.
 func queryOne[T any](ctx context.Context, q DBTX, e errorMapper, op string, notFound error,
@@ -306,13 +300,6 @@ const maxRetries = 8
 // times, each time for a cause that was gone when it looked.
 func errKeptChanging(op string) error {
 	return &StorageError{Op: op, Kind: StorageBusy, Message: "the rows kept changing under concurrent writes"}
-}
-
-// AppliedMigration is a row of the schema's version table.
-type AppliedMigration struct {
-	Version   int    `json:"version"`
-	Name      string `json:"name"`
-	AppliedAt string `json:"applied_at"` // RFC 3339, as recorded
 }
 
 // rowReader is what both SQL stores read when a guarded write was refused,
@@ -509,3 +496,6 @@ func jobStates(from []JobState) (a, b, c string) {
 	}
 	return s[0], s[1], s[2]
 }
+
+// endOfTime stands for "no bound" where a query compares claims with a time.
+var endOfTime = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)

@@ -27,19 +27,19 @@ import (
 // sqliteDriverName is the database/sql driver OpenSQLite opens.
 const sqliteDriverName = "sqlite3"
 
-// SQLite's page caches start with one allocation of 20 pages (about 88 KB
-// with 4 KB pages: SQLITE_DEFAULT_PCACHE_INITSZ), whose page headers it
-// writes at once. Every page cache does, and a statement opens a page
-// cache of its own for each transient table it needs: one per IN list of
-// three or more values (CHECK constraints and partial index predicates
-// included), one for a RETURNING clause. Such a cache lives for one
-// execution of the statement, so each of those allocations is freed
-// moments later, and glibc hands memory that large back to the kernel when
-// it is freed; the next statement takes it again, page fault by page fault
-// (about 22 for each transient table, 8 transient tables in a Complete of
-// this schema). Without the initial allocation, a page cache takes pages
-// one at a time as it needs them, as it does anyway beyond the first 20: a
-// transient table of a few rows takes one page, from memory malloc keeps.
+// SQLite's page caches start with one allocation of
+// SQLITE_DEFAULT_PCACHE_INITSZ pages, whose page headers it writes at
+// once. Every page cache does, and a statement opens a page cache of its
+// own for each transient table it needs: one per IN list of three or more
+// values (CHECK constraints and partial index predicates included), one
+// for a RETURNING clause. Such a cache lives for one execution of the
+// statement, so each of those allocations is freed moments later, and
+// glibc hands memory that large back to the kernel when it is freed; the
+// next statement takes it again, page fault by page fault, and a Complete
+// needs several transient tables. Without the initial allocation, a page
+// cache takes pages one at a time as it needs them, as it does anyway
+// beyond the initial ones: a transient table of a few rows takes one page,
+// from memory malloc keeps.
 //
 // The setting is process-wide and can only be made before SQLite is
 // initialized (by the first connection opened), so it is made when the

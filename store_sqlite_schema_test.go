@@ -17,24 +17,24 @@ import (
 // TestSQLiteWritesBuildNoTransientTables: SQLite evaluates an IN list of
 // three or more values through a transient table built for each statement
 // that checks it. The schema's CHECK constraints and partial indexes,
-// which every insert and update of jobs and job_attempts evaluates, spell
-// their lists as comparisons (migration 0004), so that none of those
-// writes builds one.
+// which every insert and update of intentjobs_jobs and intentjobs_attempts
+// evaluates, spell their lists as comparisons, so that none of those writes
+// builds one.
 func TestSQLiteWritesBuildNoTransientTables(t *testing.T) {
 	t.Parallel()
 	db := testdb.NewSQLite(t).DB()
 	for _, w := range []struct{ name, stmt string }{
-		{"insert a job", `INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
+		{"insert a job", `INSERT INTO intentjobs_jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, created_at, updated_at)
 		    VALUES ('j', 'o', 'k', 'k', 'p', '{}', 'f', 'pending', 1, 1, 1) ON CONFLICT (owner, idempotency_key) DO NOTHING`},
-		{"start a job", `UPDATE jobs SET state = 'running', version = version + 1, attempt_count = attempt_count + 1 WHERE id = 'j'`},
-		{"complete a job", `UPDATE jobs SET state = 'succeeded', result = '{}', completed_by = 'a', version = version + 1,
+		{"start a job", `UPDATE intentjobs_jobs SET state = 'running', version = version + 1, attempt_count = attempt_count + 1 WHERE id = 'j'`},
+		{"complete a job", `UPDATE intentjobs_jobs SET state = 'succeeded', result = '{}', completed_by = 'a', version = version + 1,
 		    updated_at = 2, closed_at = 2 WHERE id = 'j' AND version = 2 AND completed_by IS NULL AND state = 'running'`},
-		{"close a job", `UPDATE jobs SET state = 'failed', reason = 'r', closed_at = 2 WHERE id = 'j'`},
-		{"insert an attempt", `INSERT INTO job_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
+		{"close a job", `UPDATE intentjobs_jobs SET state = 'failed', reason = 'r', closed_at = 2 WHERE id = 'j'`},
+		{"insert an attempt", `INSERT INTO intentjobs_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
 		    VALUES ('a', 'j', 1, 'p', 'starting', 1, 0, 1, 1)`},
-		{"move an attempt", `UPDATE job_attempts SET state = 'running', provider_ref = 'r', updated_at = 2 WHERE id = 'a'`},
-		{"finish an attempt", `UPDATE job_attempts SET state = 'lost', reason = 'r', updated_at = 2, finished_at = 2 WHERE id = 'a'`},
-		{"claim an attempt", `UPDATE job_attempts SET claim_token = 't', claimed_until = 3 WHERE id = 'a'`},
+		{"move an attempt", `UPDATE intentjobs_attempts SET state = 'running', provider_ref = 'r', updated_at = 2 WHERE id = 'a'`},
+		{"finish an attempt", `UPDATE intentjobs_attempts SET state = 'lost', reason = 'r', updated_at = 2, finished_at = 2 WHERE id = 'a'`},
+		{"claim an attempt", `UPDATE intentjobs_attempts SET claim_token = 't', claimed_until = 3 WHERE id = 'a'`},
 	} {
 		t.Run(w.name, func(t *testing.T) {
 			rows, err := db.Query("EXPLAIN " + w.stmt)
@@ -71,23 +71,22 @@ func TestSQLiteWritesBuildNoTransientTables(t *testing.T) {
 	}
 }
 
-// TestSQLiteMigrationKeepsForeignKeys: migration 0004 rebuilds jobs and
-// job_attempts and renames the new tables into place. Run by a tool on a
-// connection with foreign keys off (SQLite's default) and
-// legacy_alter_table on (then SQLite renames a table without updating the
-// references to it), job_attempts must still refer to jobs, and deleting a
-// job must still delete its attempts.
+// TestSQLiteMigrationKeepsForeignKeys: run by a tool on a connection with
+// foreign keys off (SQLite's default) and legacy_alter_table on (then SQLite
+// renames a table without updating the references to it), the migrations
+// leave intentjobs_attempts referring to intentjobs_jobs, and deleting a
+// job still deletes its attempts.
 func TestSQLiteMigrationKeepsForeignKeys(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := emptyDatabase(t, "sqlite")
+	db := emptyDatabase(t, jobs.SQLite)
 	db.SetMaxOpenConns(1) // the pragmas below are the connection's
 	for _, p := range []string{"PRAGMA foreign_keys = OFF", "PRAGMA legacy_alter_table = ON"} {
 		if _, err := db.ExecContext(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ms, err := jobs.MigrationList("sqlite")
+	ms, err := jobs.MigrationList(jobs.SQLite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +96,10 @@ func TestSQLiteMigrationKeepsForeignKeys(t *testing.T) {
 		}
 	}
 	var parent string
-	if err := db.QueryRowContext(ctx, `SELECT "table" FROM pragma_foreign_key_list('job_attempts')`).Scan(&parent); err != nil || parent != "jobs" {
-		t.Fatalf("job_attempts refers to %q (%v), want jobs", parent, err)
+	if err := db.QueryRowContext(ctx, `SELECT "table" FROM pragma_foreign_key_list('intentjobs_attempts')`).Scan(&parent); err != nil || parent != "intentjobs_jobs" {
+		t.Fatalf("intentjobs_attempts refers to %q (%v), want intentjobs_jobs", parent, err)
 	}
-	s, err := openSkippingMigrations(ctx, db, "sqlite")
+	s, err := openSkippingMigrations(ctx, db, jobs.SQLite)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,11 +109,11 @@ func TestSQLiteMigrationKeepsForeignKeys(t *testing.T) {
 	if _, err := db.ExecContext(ctx, `PRAGMA foreign_keys = ON`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.ExecContext(ctx, `DELETE FROM jobs WHERE id = ?`, j.ID); err != nil {
+	if _, err := db.ExecContext(ctx, `DELETE FROM intentjobs_jobs WHERE id = ?`, j.ID); err != nil {
 		t.Fatal(err)
 	}
 	var n int
-	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_attempts WHERE job_id = ?`, j.ID).Scan(&n); err != nil || n != 0 {
+	if err := db.QueryRowContext(ctx, `SELECT COUNT(*) FROM intentjobs_attempts WHERE job_id = ?`, j.ID).Scan(&n); err != nil || n != 0 {
 		t.Errorf("%d attempts left after their job was deleted (%v), want 0", n, err)
 	}
 }

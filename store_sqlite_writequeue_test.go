@@ -249,7 +249,7 @@ func TestOpenSQLiteLockFile(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			dsn, lock := tc.open(t, dir)
-			var opts []jobs.StoreOption
+			var opts []jobs.SQLiteOption
 			if lock == "" && strings.Contains(dsn, "mode=ro") {
 				opts = append(opts, jobs.SkipMigrations())
 			}

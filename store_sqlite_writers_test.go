@@ -77,8 +77,8 @@ func TestSQLiteManyWriters(t *testing.T) {
 	}
 }
 
-// ObserveWriteWait reports one wait per write of a SQLite store; a
-// PostgreSQL store ignores it. A replay is found by a read, and does not
+// ObserveWriteWait reports one wait per write of a SQLite store (it is a
+// SQLiteOption: the PostgreSQL store does not take it). A replay is found by a read, and does not
 // queue to write, except right after a streak of new keys: then the
 // insert finds it (one write that changes nothing), and the next replay is
 // read again.
@@ -86,11 +86,10 @@ func TestObserveWriteWaitOncePerWrite(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
-		open func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore
+		open func(t testing.TB, opts ...jobs.SQLiteOption) jobs.SQLStore
 		want int
 	}{
-		{"sqlite", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return testdb.NewSQLite(t, opts...) }, 8},
-		{"postgres", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return testdb.NewPostgres(t, opts...) }, 0},
+		{"sqlite", func(t testing.TB, opts ...jobs.SQLiteOption) jobs.SQLStore { return testdb.NewSQLite(t, opts...) }, 8},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

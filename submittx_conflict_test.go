@@ -63,7 +63,7 @@ func TestSubmitTxConflictInDeferredSQLiteTransaction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := tx.Exec(`UPDATE jobs SET updated_at = updated_at`); err != nil {
+			if _, err := tx.Exec(`UPDATE intentjobs_jobs SET updated_at = updated_at`); err != nil {
 				t.Fatal(err)
 			}
 			return func() { tx.Rollback() }
@@ -95,7 +95,7 @@ func TestSubmitTxConflictInDeferredSQLiteTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs`).Scan(&n); err != nil {
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM intentjobs_jobs`).Scan(&n); err != nil {
 				t.Fatal(err)
 			}
 			release := tc.interfere(t, m, other)

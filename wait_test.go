@@ -238,7 +238,11 @@ func TestNotifyClosedOnlyForWaitedJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "LISTEN jobs_closed"); err != nil {
+	var channel string // the store's schema's (see pgClosedChannel)
+	if err := s.DB().QueryRowContext(ctx, `SELECT 'intentjobs_closed.' || current_schema()`).Scan(&channel); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 	quiet := submitJob(t, m, "quiet")
@@ -255,8 +259,8 @@ func TestNotifyClosedOnlyForWaitedJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-wake
-	// Notifications arrive in commit order (other tests' too: the channel
-	// is the database's): quiet's would come before waited's.
+	// Notifications arrive in commit order: quiet's would come before
+	// waited's.
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
@@ -382,7 +386,7 @@ func TestNotifyClosedReconnects(t *testing.T) {
 
 	var n int
 	err = s.DB().QueryRowContext(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE application_name = $1 AND query = 'LISTEN jobs_closed' AND pid <> pg_backend_pid()`, app).Scan(&n)
+		WHERE application_name = $1 AND query LIKE 'LISTEN "intentjobs_closed.%' AND pid <> pg_backend_pid()`, app).Scan(&n)
 	if err != nil || n != 1 {
 		t.Fatalf("terminated %d listening backends (%v); want 1", n, err)
 	}
@@ -395,7 +399,7 @@ func TestNotifyClosedReconnects(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err = s.DB().QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE application_name = $1 AND query = 'LISTEN jobs_closed'`, app).Scan(&n)
+			WHERE application_name = $1 AND query LIKE 'LISTEN "intentjobs_closed.%'`, app).Scan(&n)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -542,49 +546,5 @@ func TestWaitKeepsWaitingWhileTheDatabaseIsUnavailable(t *testing.T) {
 				}
 			})
 		}
-	}
-}
-
-// TestPurgeRemovesWaitersLeftBehind: rows in jobs_waiters, which waiters
-// of processes still on schema version 4 add (and leave behind when they
-// die), go when their job is purged; the row of a job that is kept stays.
-func TestPurgeRemovesWaitersLeftBehind(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := testdb.NewPostgres(t)
-	clk := jobstest.NewClock(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
-	m, err := jobs.New(s, jobs.Options{Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone := submitJob(t, m, "purged")
-	kept := submitJob(t, m, "kept")
-	if _, err := m.CancelJob(ctx, gone.ID, "done with"); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{gone.ID, kept.ID} {
-		if _, err := s.DB().ExecContext(ctx, `INSERT INTO jobs_waiters (job_id, token) VALUES ($1, 'dead')`, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	clk.Advance(48 * time.Hour)
-	if res, err := m.Purge(ctx, jobs.PurgeOptions{Retention: time.Hour}); err != nil || res.Jobs != 1 {
-		t.Fatalf("purge = %+v, %v; want 1 job", res, err)
-	}
-	rows, err := s.DB().QueryContext(ctx, `SELECT job_id FROM jobs_waiters ORDER BY job_id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var left []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		left = append(left, id)
-	}
-	if len(left) != 1 || left[0] != kept.ID {
-		t.Errorf("waiter rows left = %v, want only %s's", left, kept.ID)
 	}
 }

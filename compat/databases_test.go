@@ -13,6 +13,8 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"github.com/intentjobs/jobs"
+
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver
 	_ "modernc.org/sqlite"             // the "sqlite" driver, pure Go
 )
@@ -21,7 +23,7 @@ import (
 // database/sql driver.
 type database struct {
 	name    string        // e.g. "sqlite-modernc"
-	dialect string        // jobs' dialect: "postgres" or "sqlite"
+	dialect jobs.Dialect  // jobs' dialect
 	goose   goose.Dialect // goose's name for it
 	// fresh makes an empty database for t, removed when t ends, and says
 	// how to reach it: a database/sql driver and DSN, and the URL by which
@@ -50,7 +52,7 @@ func (p place) open(t *testing.T) *sql.DB {
 // SQLite through modernc.org/sqlite always, and SQLite through
 // mattn/go-sqlite3 where cgo is on (databases_cgo_test.go).
 var databases = []database{
-	{name: "postgres-pgx", dialect: "postgres", goose: goose.DialectPostgres, fresh: func(t *testing.T) place {
+	{name: "postgres-pgx", dialect: jobs.Postgres, goose: goose.DialectPostgres, fresh: func(t *testing.T) place {
 		dsn := postgresSchema(t)
 		u, err := url.Parse(dsn)
 		if err != nil {
@@ -59,7 +61,7 @@ var databases = []database{
 		u.Scheme = "pgx5" // golang-migrate's pgx/v5 driver
 		return place{driver: "pgx", dsn: dsn, migrateURL: u.String()}
 	}},
-	{name: "sqlite-modernc", dialect: "sqlite", goose: goose.DialectSQLite3, fresh: func(t *testing.T) place {
+	{name: "sqlite-modernc", dialect: jobs.SQLite, goose: goose.DialectSQLite3, fresh: func(t *testing.T) place {
 		path := filepath.Join(t.TempDir(), "jobs.db")
 		return place{driver: "sqlite", dsn: moderncDSN(path), migrateURL: "sqlite://" + path}
 	}},

@@ -20,7 +20,9 @@ import (
 // user who manages jobs' schema with goose does; then `jobsctl migrate`
 // refuses to apply the rest behind goose's back (goose would run them
 // again), and says to use goose; goose then applies the rest, and both
-// records agree.
+// records agree. While the library has a single migration there is no
+// "first migrations" to stop after: goose applies it, and jobsctl finds
+// nothing left to do.
 func TestGooseThenJobsctlMigrate(t *testing.T) {
 	t.Parallel()
 	db := databases[0] // PostgreSQL through pgx: jobsctl reaches it by its DSN
@@ -35,16 +37,17 @@ func TestGooseThenJobsctlMigrate(t *testing.T) {
 	}
 	defer provider.Close()
 	ctx := context.Background()
-	if _, err := provider.UpTo(ctx, 3); err != nil {
-		t.Fatalf("goose up-to 3: %v", err)
-	}
-
-	out, code := runJobsctl(t, "--postgres", p.dsn, "migrate")
-	if code != 2 || !strings.Contains(out, "goose") || !strings.Contains(out, "goose up") || !strings.Contains(out, "--force") {
-		t.Fatalf("jobsctl migrate after goose = exit %d:\n%s\nwant a refusal that says to use goose up", code, out)
-	}
-	if out, code := runJobsctl(t, "--postgres", p.dsn, "schema"); code != 1 || !strings.Contains(out, "behind") {
-		t.Errorf("after the refusal, jobsctl schema = exit %d:\n%s\nwant the schema still behind", code, out)
+	if n := len(versions(t, db.dialect)); n > 1 {
+		if _, err := provider.UpTo(ctx, int64(n-1)); err != nil {
+			t.Fatalf("goose up-to %d: %v", n-1, err)
+		}
+		out, code := runJobsctl(t, "--postgres", p.dsn, "migrate")
+		if code != 2 || !strings.Contains(out, "goose") || !strings.Contains(out, "goose up") || !strings.Contains(out, "--force") {
+			t.Fatalf("jobsctl migrate after goose = exit %d:\n%s\nwant a refusal that says to use goose up", code, out)
+		}
+		if out, code := runJobsctl(t, "--postgres", p.dsn, "schema"); code != 1 || !strings.Contains(out, "behind") {
+			t.Errorf("after the refusal, jobsctl schema = exit %d:\n%s\nwant the schema still behind", code, out)
+		}
 	}
 
 	if _, err := provider.Up(ctx); err != nil {

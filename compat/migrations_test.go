@@ -141,16 +141,24 @@ func TestMigrationToolsThenSkipMigrations(t *testing.T) {
 }
 
 // openStore opens jobs' store of dialect over h.
-func openStore(ctx context.Context, dialect string, h *sql.DB, opts ...jobs.StoreOption) (jobs.SQLStore, error) {
-	if dialect == "postgres" {
-		return jobs.NewPostgresStore(ctx, h, opts...)
+func openStore(ctx context.Context, dialect jobs.Dialect, h *sql.DB, opts ...jobs.StoreOption) (jobs.SQLStore, error) {
+	if dialect == jobs.Postgres {
+		pg := make([]jobs.PostgresOption, len(opts))
+		for i, o := range opts {
+			pg[i] = o
+		}
+		return jobs.NewPostgresStore(ctx, h, pg...)
 	}
-	return jobs.NewSQLiteStore(ctx, h, opts...)
+	lite := make([]jobs.SQLiteOption, len(opts))
+	for i, o := range opts {
+		lite[i] = o
+	}
+	return jobs.NewSQLiteStore(ctx, h, lite...)
 }
 
 // versions lists the schema versions of dialect, 1 to the number of its
 // migrations.
-func versions(t *testing.T, dialect string) []int {
+func versions(t *testing.T, dialect jobs.Dialect) []int {
 	t.Helper()
 	ms, err := jobs.MigrationList(dialect)
 	if err != nil {

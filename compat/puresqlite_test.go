@@ -70,7 +70,7 @@ func TestPureGoSQLiteBusyIsAStorageError(t *testing.T) {
 				}
 				defer tx.Rollback()
 				var n int
-				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM jobs`).Scan(&n); err != nil {
+				if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM intentjobs_jobs`).Scan(&n); err != nil {
 					return err
 				}
 				_, _, err = m.SubmitTx(ctx, tx, jobs.SubmitRequest{Owner: "u", Key: "in-tx", Kind: "charge",
@@ -115,7 +115,7 @@ func TestPureGoSQLiteBusyIsAStorageError(t *testing.T) {
 			if _, err := holder.ExecContext(ctx, c.lock); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := holder.ExecContext(ctx, `UPDATE jobs SET reason = 'held' WHERE id = ?`, j.ID); err != nil {
+			if _, err := holder.ExecContext(ctx, `UPDATE intentjobs_jobs SET reason = 'held' WHERE id = ?`, j.ID); err != nil {
 				t.Fatal(err)
 			}
 			err = c.call(m, db, j.ID)

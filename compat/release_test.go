@@ -47,7 +47,7 @@ import (
 )
 
 func main() {
-	ms, err := jobs.MigrationList("postgres")
+	ms, err := jobs.MigrationList(jobs.Postgres)
 	fmt.Println(jobs.SchemaVersion(), len(ms), err)
 }
 `)
@@ -90,7 +90,7 @@ func main() {
 	// mod tidy, which also resolves the tests of every dependency, modules
 	// that a module cache holds only if something once tested them.
 	run(consumer, "get", rootPath+"@"+version)
-	// SchemaVersion is the newest dialect's; MigrationList("postgres")
+	// SchemaVersion is the newest dialect's; MigrationList(jobs.Postgres)
 	// lists PostgreSQL's files.
 	pg, _ := filepath.Glob(filepath.Join(root, "migrations", "postgres", "*.sql"))
 	lite, _ := filepath.Glob(filepath.Join(root, "migrations", "sqlite", "*.sql"))

@@ -300,10 +300,10 @@ func TestFaultInEveryMethod(t *testing.T) {
 	}
 	stores := []struct {
 		name string
-		open func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore
+		open func(t testing.TB) jobs.SQLStore
 	}{
-		{"sqlite", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return testdb.NewSQLite(t, opts...) }},
-		{"postgres", func(t testing.TB, opts ...jobs.StoreOption) jobs.SQLStore { return testdb.NewPostgres(t, opts...) }},
+		{"sqlite", func(t testing.TB) jobs.SQLStore { return testdb.NewSQLite(t) }},
+		{"postgres", func(t testing.TB) jobs.SQLStore { return testdb.NewPostgres(t) }},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {

@@ -69,7 +69,7 @@ func TestAnswersAsTheSQLStores(t *testing.T) {
 // from an empty store as the memory store does.
 func empty(t *testing.T, s jobs.SQLStore) {
 	t.Helper()
-	for _, table := range []string{"job_attempts", "jobs", "job_verifications"} {
+	for _, table := range []string{"intentjobs_attempts", "intentjobs_jobs", "intentjobs_verifications"} {
 		if _, err := s.DB().ExecContext(context.Background(), "DELETE FROM "+table); err != nil {
 			t.Fatalf("empty %s: %v", table, err)
 		}

@@ -150,7 +150,7 @@ func listenerOn(ctx context.Context, db *sql.DB, app string, port int) (int, err
 	for {
 		var pid int
 		err := db.QueryRowContext(ctx, `SELECT pid FROM pg_stat_activity
-			WHERE application_name = $1 AND query = 'LISTEN jobs_closed'
+			WHERE application_name = $1 AND query LIKE 'LISTEN "intentjobs_closed.%'
 			  AND inet_server_port() = $2 AND NOT pg_is_in_recovery()`, app, port).Scan(&pid)
 		if err == nil {
 			return pid, nil

@@ -91,16 +91,17 @@ func runChild(role string) int {
 	return 0
 }
 
-func openChildStore(ctx context.Context, opts ...jobs.StoreOption) (jobs.SQLStore, error) {
+// openChildStore opens the child's store; sqliteOpts apply to SQLite only.
+func openChildStore(ctx context.Context, sqliteOpts ...jobs.SQLiteOption) (jobs.SQLStore, error) {
 	dsn := os.Getenv(envChildDSN)
 	if os.Getenv(envChildDialect) == "postgres" {
-		s, err := jobs.OpenPostgres(ctx, dsn, opts...)
+		s, err := jobs.OpenPostgres(ctx, dsn)
 		if err == nil {
 			s.DB().SetMaxOpenConns(6)
 		}
 		return s, err
 	}
-	return jobs.OpenSQLite(ctx, dsn, opts...)
+	return jobs.OpenSQLite(ctx, dsn, sqliteOpts...)
 }
 
 // writeWaits collects the waits for the write lock that a store reports.

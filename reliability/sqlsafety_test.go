@@ -21,18 +21,21 @@ var queryMethods = map[string]bool{
 // from constants only. It is syntactic and deliberately strict: string
 // literals, package constants, package variables initialised from those and
 // never assigned again, local variables whose every assignment is safe, the
-// statement fields of a migration plan, the embedded migration files,
-// concatenations of those, and strings.Repeat of a constant (data may decide
-// how many placeholders a statement has, never its text). Anything else (a
-// variable holding data, fmt.Sprintf, strings.Join, a parameter whose
-// callers pass anything else) is reported.
+// string fields of the types that hold statements (statementHolders, each of
+// whose values is checked in turn), the embedded migration files, an
+// identifier quoted by pgx (pgx.Identifier{…}.Sanitize(): a schema's name,
+// say, which cannot be a parameter), concatenations of those, and
+// strings.Repeat of a constant (data may decide how many placeholders a
+// statement has, never its text). Anything else (a variable holding data,
+// fmt.Sprintf, strings.Join, a parameter whose callers pass anything else)
+// is reported.
 type sqlChecker struct {
 	fset       *token.FileSet
 	consts     map[string]bool
 	pkgVars    map[string]ast.Expr // package variables with one initialiser
 	assigned   map[string]bool     // names assigned to inside some function
 	funcs      map[string]*ast.FuncDecl
-	safeFields map[string]bool // string fields of migrationPlan, filled from constants
+	safeFields map[string]bool // string fields of statementHolders, filled from constants
 	safeCalls  map[string]bool // pure rewriters of constant SQL
 	problems   []string
 }
@@ -47,7 +50,9 @@ func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
 		safeFields: map[string]bool{
 			"SQL": true, // a migration: a file embedded in the binary
 		},
-		safeCalls: map[string]bool{},
+		safeCalls: map[string]bool{
+			"qualifyTables": true, // qualifies a constant statement's tables by a schema's quoted name
+		},
 	}
 	for _, f := range files {
 		for _, d := range f.Decls {
@@ -67,7 +72,7 @@ func newSQLChecker(fset *token.FileSet, files []*ast.File) *sqlChecker {
 							}
 						}
 					case *ast.TypeSpec:
-						if st, ok := sp.Type.(*ast.StructType); ok && sp.Name.Name == "migrationPlan" {
+						if st, ok := sp.Type.(*ast.StructType); ok && statementHolders[sp.Name.Name] {
 							for _, fld := range st.Fields.List {
 								if id, ok := fld.Type.(*ast.Ident); ok && id.Name == "string" {
 									for _, n := range fld.Names {
@@ -132,6 +137,9 @@ func (c *sqlChecker) safe(e ast.Expr, fn *ast.FuncDecl, files []*ast.File, depth
 	case *ast.SelectorExpr:
 		return c.safeFields[e.Sel.Name]
 	case *ast.CallExpr:
+		if quotedIdentifier(e) {
+			return true
+		}
 		name := ""
 		switch f := e.Fun.(type) {
 		case *ast.Ident:
@@ -282,27 +290,55 @@ func (c *sqlChecker) check(files []*ast.File) {
 				return true
 			})
 		}
-		// The migration plans: every string field from constants.
-		ast.Inspect(f, func(n ast.Node) bool {
-			lit, ok := n.(*ast.CompositeLit)
-			if !ok {
-				return true
-			}
-			if u, ok := lit.Type.(*ast.Ident); !ok || u.Name != "migrationPlan" {
-				return true
-			}
-			for _, el := range lit.Elts {
-				kv, ok := el.(*ast.KeyValueExpr)
+		// The values of the statement holders: every string field from
+		// constants, traced through the enclosing function's parameters.
+		for _, d := range f.Decls {
+			fn, _ := d.(*ast.FuncDecl)
+			ast.Inspect(d, func(n ast.Node) bool {
+				lit, ok := n.(*ast.CompositeLit)
 				if !ok {
-					continue
+					return true
 				}
-				if k, ok := kv.Key.(*ast.Ident); ok && c.safeFields[k.Name] && !c.safe(kv.Value, nil, files, 0) {
-					c.report(kv, "migration plan field %s is not built from constants", k.Name)
+				if u, ok := lit.Type.(*ast.Ident); !ok || !statementHolders[u.Name] {
+					return true
 				}
-			}
-			return true
-		})
+				for _, el := range lit.Elts {
+					kv, ok := el.(*ast.KeyValueExpr)
+					if !ok {
+						continue
+					}
+					if k, ok := kv.Key.(*ast.Ident); ok && c.safeFields[k.Name] && !c.safe(kv.Value, fn, files, 0) {
+						c.report(kv, "statement field %s is not built from constants", k.Name)
+					}
+				}
+				return true
+			})
+		}
 	}
+}
+
+// statementHolders are the library's types whose string fields hold SQL:
+// a migration plan, a dialect's way from its development schema, and the
+// statements of a PostgreSQL store.
+var statementHolders = map[string]bool{"migrationPlan": true, "developmentSchema": true, "pgStatements": true}
+
+// quotedIdentifier reports whether e is pgx.Identifier{…}.Sanitize(): an
+// identifier quoted by pgx, which SQL reads as one name whatever it holds.
+func quotedIdentifier(e *ast.CallExpr) bool {
+	sel, ok := e.Fun.(*ast.SelectorExpr)
+	if !ok || sel.Sel.Name != "Sanitize" || len(e.Args) != 0 {
+		return false
+	}
+	lit, ok := sel.X.(*ast.CompositeLit)
+	if !ok {
+		return false
+	}
+	typ, ok := lit.Type.(*ast.SelectorExpr)
+	if !ok || typ.Sel.Name != "Identifier" {
+		return false
+	}
+	pkg, ok := typ.X.(*ast.Ident)
+	return ok && pkg.Name == "pgx"
 }
 
 // isContext reports whether e looks like a context argument: a variable
@@ -391,6 +427,7 @@ func more(db DB, ctx any, key string, ids []any) {
 	db.ExecContext(ctx, strings.Join([]string{"SELECT", key}, " "))             // 8
 	conn.Exec(ctx, "LISTEN "+q)                                                 // fine: pgx, context first
 	conn.Exec(ctx, "NOTIFY jobs_closed, '"+key+"'")                             // 9
+	conn.Exec(ctx, "LISTEN "+pgx.Identifier{key}.Sanitize())                    // fine: a quoted identifier
 }
 `
 	fset := token.NewFileSet()

@@ -18,7 +18,7 @@ import (
 	"github.com/intentjobs/jobs"
 )
 
-const usage = `Usage: jobsctl [--sqlite PATH | --postgres DSN] [--json] [--timeout D] COMMAND [ARGS]
+const usage = `Usage: jobsctl [--sqlite PATH | --postgres DSN [--postgres-schema NAME]] [--json] [--timeout D] COMMAND [ARGS]
 
 Commands:
   show JOB_ID | ATTEMPT_ID          a job and its attempts, as a timeline
@@ -41,7 +41,9 @@ Commands:
 
 The database: --sqlite PATH, --postgres DSN (a postgres:// or postgresql:// URL, or
 key=value such as "host=db dbname=app user=jobs"), or JOBS_DSN: any of those forms,
-sqlite:PATH, or a SQLite file path starting with /, ./ or ../.
+sqlite:PATH, or a SQLite file path starting with /, ./ or ../. --postgres-schema names the
+schema of the store's tables, for a service that opens its store with jobs.Schema(NAME);
+without it, they are where the connection's search_path finds them.
 Output is aligned text, times in UTC as 2026-12-02 14:29:34.000 UTC; --json prints JSON
 instead, in snake_case, times in RFC 3339.
 Exit status: 0 ok, 1 failed or found a problem, 2 bad arguments or a refused purge.
@@ -70,6 +72,7 @@ var errFound = errors.New("problems found")
 type cli struct {
 	sqlite   string
 	postgres string
+	pgSchema string // --postgres-schema: jobs.Schema
 	json     bool
 	timeout  time.Duration
 	getenv   func(string) string
@@ -81,6 +84,7 @@ type cli struct {
 func (c *cli) commonFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.sqlite, "sqlite", c.sqlite, "path of the SQLite database file")
 	fs.StringVar(&c.postgres, "postgres", c.postgres, "PostgreSQL connection string")
+	fs.StringVar(&c.pgSchema, "postgres-schema", c.pgSchema, "PostgreSQL schema of the store's tables (jobs.Schema)")
 	fs.BoolVar(&c.json, "json", c.json, "print JSON")
 	fs.DurationVar(&c.timeout, "timeout", c.timeout, "give up after this long")
 }
@@ -265,6 +269,9 @@ func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), 
 		if t.dsn == "" {
 			return nil, nil, usagef("no SQLite database path given")
 		}
+		if c.pgSchema != "" {
+			return nil, nil, usagef("--postgres-schema is for a PostgreSQL database, not SQLite")
+		}
 		if mode != openMigrate {
 			if _, err := os.Stat(t.dsn); err != nil {
 				return nil, nil, fmt.Errorf("no SQLite database at %s", t.dsn)
@@ -275,7 +282,7 @@ func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), 
 		// beside the database makes jobsctl's writes wait their turn with
 		// the service's instead of racing them. The path becomes a file:
 		// URI so that no character of it reads as a parameter.
-		s, err = jobs.OpenSQLite(ctx, "file:"+(&url.URL{Path: t.dsn}).EscapedPath(), opts...)
+		s, err = jobs.OpenSQLite(ctx, "file:"+(&url.URL{Path: t.dsn}).EscapedPath(), sqliteOptions(opts)...)
 	default:
 		var db *sql.DB
 		db, err = sql.Open("pgx", t.dsn)
@@ -283,8 +290,12 @@ func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), 
 			return nil, nil, fmt.Errorf("bad PostgreSQL connection string: %v", err)
 		}
 		db.SetMaxOpenConns(2)
+		pgOpts := postgresOptions(opts)
+		if c.pgSchema != "" {
+			pgOpts = append(pgOpts, jobs.Schema(c.pgSchema))
+		}
 		var pg *jobs.PostgresStore
-		if pg, err = jobs.NewPostgresStore(ctx, db, opts...); err != nil {
+		if pg, err = jobs.NewPostgresStore(ctx, db, pgOpts...); err != nil {
 			db.Close()
 		} else {
 			s = pgOwning{pg, db}
@@ -298,6 +309,23 @@ func (c *cli) store(ctx context.Context, mode openMode) (jobs.SQLStore, func(), 
 		return nil, nil, err
 	}
 	return s, func() { s.Close() }, nil
+}
+
+// sqliteOptions and postgresOptions pass options of both stores to one.
+func sqliteOptions(opts []jobs.StoreOption) []jobs.SQLiteOption {
+	out := make([]jobs.SQLiteOption, len(opts))
+	for i, o := range opts {
+		out[i] = o
+	}
+	return out
+}
+
+func postgresOptions(opts []jobs.StoreOption) []jobs.PostgresOption {
+	out := make([]jobs.PostgresOption, len(opts))
+	for i, o := range opts {
+		out[i] = o
+	}
+	return out
 }
 
 // pgOwning is a PostgreSQL store whose Close also closes the handle

@@ -547,7 +547,7 @@ var migrationTools = []migrationTool{
 // refuseForeignMigrations refuses, with a usage error, to apply missing
 // migrations to a database whose schema another tool applied so far: one
 // that records, in its own table, the same latest version as
-// jobs_schema_migrations. jobsctl would apply the rest without that tool
+// intentjobs_schema_migrations. jobsctl would apply the rest without that tool
 // knowing, and the tool would then run them again.
 func refuseForeignMigrations(ctx context.Context, s jobs.SQLStore) error {
 	current, err := s.DatabaseSchemaVersion(ctx)
@@ -612,7 +612,7 @@ func (c *cli) reportSchema(ctx context.Context, s jobs.SQLStore) error {
 
 // printSchema prints the report as text: the versions, a status line that
 // says what to do when they differ, and the migrations applied.
-func (c *cli) printSchema(dialect string, r schemaReport) {
+func (c *cli) printSchema(dialect jobs.Dialect, r schemaReport) {
 	w := tabwriter.NewWriter(c.out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "database\t%s, schema version %d\n", dialect, r.Database)
 	fmt.Fprintf(w, "jobsctl\tschema version %d\n", r.Library)

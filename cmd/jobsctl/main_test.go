@@ -233,7 +233,7 @@ func (db database) exec(t *testing.T, query string, args ...any) {
 // attempt is still open, which the library never does.
 func (db database) failUnderOpenAttempt(t *testing.T, jobID string) {
 	t.Helper()
-	db.exec(t, `UPDATE jobs SET state = 'failed', version = version + 1, closed_at = updated_at WHERE id = $1`, jobID)
+	db.exec(t, `UPDATE intentjobs_jobs SET state = 'failed', version = version + 1, closed_at = updated_at WHERE id = $1`, jobID)
 }
 
 func TestShow(t *testing.T) {
@@ -392,9 +392,9 @@ func TestStaleCancelCheckPurgeSchema(t *testing.T) {
 			}
 
 			// schema: up to date, then behind, then migrated again.
-			last := lastVersion(t, db.name)
+			last := lastVersion(t, jobs.Dialect(db.name))
 			jobsctl(t, nil, db.args("schema")...).want(t, 0, fmt.Sprintf("schema version %d", last), "up to date", "0001_init.sql")
-			db.exec(t, `DELETE FROM jobs_schema_migrations WHERE version = $1`, last)
+			db.exec(t, `DELETE FROM intentjobs_schema_migrations WHERE version = $1`, last)
 			jobsctl(t, nil, db.args("schema")...).want(t, 1, "behind")
 			// Other commands refuse a database at another version.
 			jobsctl(t, nil, db.args("check")...).wantError(t, 1, "see jobsctl schema")

@@ -54,14 +54,14 @@ const maxTestConns = 10
 
 // NewSQLite opens a store on a new SQLite file in t's temporary directory,
 // closed when the test ends.
-func NewSQLite(t testing.TB, opts ...jobs.StoreOption) *jobs.SQLiteStore {
+func NewSQLite(t testing.TB, opts ...jobs.SQLiteOption) *jobs.SQLiteStore {
 	t.Helper()
 	return NewSQLiteAt(t, filepath.Join(t.TempDir(), "jobs.db"), opts...)
 }
 
 // NewSQLiteAt opens a store on the SQLite file at path, closed when the test
 // ends. Several stores may share one file, as several processes would.
-func NewSQLiteAt(t testing.TB, path string, opts ...jobs.StoreOption) *jobs.SQLiteStore {
+func NewSQLiteAt(t testing.TB, path string, opts ...jobs.SQLiteOption) *jobs.SQLiteStore {
 	t.Helper()
 	s, err := jobs.OpenSQLite(context.Background(), path, opts...)
 	if err != nil {
@@ -109,7 +109,7 @@ func PostgresDSN(t testing.TB) string {
 
 // NewPostgres opens a store in a fresh schema (see PostgresDSN), closed and
 // dropped when the test ends.
-func NewPostgres(t testing.TB, opts ...jobs.StoreOption) *jobs.PostgresStore {
+func NewPostgres(t testing.TB, opts ...jobs.PostgresOption) *jobs.PostgresStore {
 	t.Helper()
 	dsn := PostgresDSN(t)
 	s, err := jobs.OpenPostgres(context.Background(), dsn, opts...)

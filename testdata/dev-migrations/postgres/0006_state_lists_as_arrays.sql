@@ -9,10 +9,7 @@
 -- trigger's WHEN clause for every statement that may fire it. An IN list is
 -- stored as an array expression with one constant per state, which every
 -- statement parses and folds into an array again; an array constant is
--- stored, and read, as one value. A close (an update of a job's state and
--- of its attempt's) measured about 6 us less on the server: a server-side
--- loop of both updates, 11 interleaved runs, median 63 us on version 5 and
--- 57 us on version 6.
+-- stored, and read, as one value.
 --
 -- Replacing a constraint checks every row against it, under the lock that
 -- the migration's transaction holds on the table until it commits: a scan of

@@ -6,7 +6,7 @@
 -- "state IN ('a', 'b', 'c')" through a transient table that it builds
 -- anew for every statement that checks it: every insert and update of
 -- these tables paid for two to four of them (a CHECK constraint, the
--- predicate of a partial index), about a seventh of the cost of a Submit.
+-- predicate of a partial index).
 -- A CHECK constraint cannot be altered in place, so both tables are
 -- rebuilt and their rows copied, in this migration's transaction.
 --
