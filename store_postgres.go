@@ -283,7 +283,7 @@ func (s *PostgresStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
 		if !errors.Is(err, sql.ErrNoRows) {
 			return j, s.interpret("close job", err)
 		}
-		if err := whyNotClosed(ctx, s, c); err != nil {
+		if err := s.explain(ctx, func(r rowReader) error { return whyNotClosed(ctx, r, c) }); err != nil {
 			return Job{}, err
 		}
 	}
@@ -334,7 +334,7 @@ func (s *PostgresStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attem
 		if !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, errUniqueInDoubt) {
 			return Attempt{}, err
 		}
-		if err := whyNoAttempt(ctx, s, na); err != nil {
+		if err := s.explain(ctx, func(r rowReader) error { return whyNoAttempt(ctx, r, na) }); err != nil {
 			return Attempt{}, err
 		}
 	}
@@ -379,7 +379,11 @@ func (s *PostgresStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Att
 		if !inDoubt && !errors.Is(err, sql.ErrNoRows) {
 			return Attempt{}, err
 		}
-		if cur, err := whyNotUpdated(ctx, s, u, inDoubt); err != nil {
+		var cur Attempt
+		if err := s.explain(ctx, func(r rowReader) (err error) {
+			cur, err = whyNotUpdated(ctx, r, u, inDoubt)
+			return err
+		}); err != nil {
 			return cur, err
 		}
 	}
@@ -396,7 +400,13 @@ func (s *PostgresStore) CompleteAttempt(ctx context.Context, c Completion) (Job,
 		err = sql.ErrNoRows
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return whyNotCompleted(ctx, s, c)
+		var j Job
+		var a Attempt
+		err := s.explain(ctx, func(r rowReader) (err error) {
+			j, a, err = whyNotCompleted(ctx, r, c)
+			return err
+		})
+		return j, a, err
 	}
 	if err != nil {
 		return Job{}, Attempt{}, s.interpret("complete attempt", err)
@@ -615,26 +625,44 @@ func (s *PostgresStore) PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount
 
 // The reads that explain a refused write (see rowReader).
 
-func (s *PostgresStore) jobForWrite(ctx context.Context, id string) (Job, error) {
-	return s.Job(ctx, id)
+// explain runs why on the rows as one snapshot holds them: a read-only
+// REPEATABLE READ transaction, begun after the refused statement ended, so
+// that it sees at least what that statement saw.
+func (s *PostgresStore) explain(ctx context.Context, why func(rowReader) error) error {
+	tx, err := s.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return s.interpret("read", err)
+	}
+	defer tx.Rollback()
+	return why(pgRows{s, tx})
 }
 
-func (s *PostgresStore) attemptForWrite(ctx context.Context, id string) (Attempt, error) {
-	return s.Attempt(ctx, id)
+// pgRows reads rows through q, a transaction of explain's.
+type pgRows struct {
+	s *PostgresStore
+	q DBTX
 }
 
-func (s *PostgresStore) blocker(ctx context.Context, jobID string) (*AttemptInFlightError, error) {
-	return queryOne(ctx, s.db, s, "find blocking attempt", nil, func(sc scanner) (*AttemptInFlightError, error) {
+func (r pgRows) jobForWrite(ctx context.Context, id string) (Job, error) {
+	return queryOne(ctx, r.q, r.s, "get job", jobNotFound(id), scanJob, r.s.q.jobByID, id)
+}
+
+func (r pgRows) attemptForWrite(ctx context.Context, id string) (Attempt, error) {
+	return queryOne(ctx, r.q, r.s, "get attempt", attemptNotFound(id), scanAttempt, r.s.q.attemptByID, id)
+}
+
+func (r pgRows) blocker(ctx context.Context, jobID string) (*AttemptInFlightError, error) {
+	return queryOne(ctx, r.q, r.s, "find blocking attempt", nil, func(sc scanner) (*AttemptInFlightError, error) {
 		return scanBlocker(sc, jobID)
-	}, s.q.blocker, jobID)
+	}, r.s.q.blocker, jobID)
 }
 
-func (s *PostgresStore) otherInDoubt(ctx context.Context, a Attempt) (*AttemptInFlightError, error) {
-	return queryOne(ctx, s.db, s, "find attempt in doubt", nil, func(sc scanner) (*AttemptInFlightError, error) {
+func (r pgRows) otherInDoubt(ctx context.Context, a Attempt) (*AttemptInFlightError, error) {
+	return queryOne(ctx, r.q, r.s, "find attempt in doubt", nil, func(sc scanner) (*AttemptInFlightError, error) {
 		return scanBlocker(sc, a.JobID)
-	}, s.q.otherInDoubt, a.JobID, a.ID)
+	}, r.s.q.otherInDoubt, a.JobID, a.ID)
 }
 
-func (s *PostgresStore) claimToken(ctx context.Context, attemptID string) (string, error) {
-	return queryOne(ctx, s.db, s, "check claim", attemptNotFound(attemptID), scanValue[string], s.q.claimToken, attemptID)
+func (r pgRows) claimToken(ctx context.Context, attemptID string) (string, error) {
+	return queryOne(ctx, r.q, r.s, "check claim", attemptNotFound(attemptID), scanValue[string], r.s.q.claimToken, attemptID)
 }

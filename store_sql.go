@@ -303,8 +303,11 @@ func errKeptChanging(op string) error {
 }
 
 // rowReader is what both SQL stores read when a guarded write was refused,
-// to tell the caller why. Each read goes through the writer's handle, so
-// that it sees at least what the refused statement saw.
+// to tell the caller why. Every read of one explanation sees one snapshot,
+// taken after the refused statement ended (see the stores' explain): rows
+// read by separate statements could each be of another moment, and an
+// answer stitched from them (a job won by an attempt still open, say)
+// would be of no state the store ever held.
 type rowReader interface {
 	jobForWrite(ctx context.Context, id string) (Job, error)
 	attemptForWrite(ctx context.Context, id string) (Attempt, error)

@@ -490,7 +490,7 @@ func (s *SQLiteStore) CloseJob(ctx context.Context, c JobClose) (Job, error) {
 		if !errors.Is(err, sql.ErrNoRows) {
 			return j, s.interpret("close job", err)
 		}
-		if err := whyNotClosed(ctx, s, c); err != nil {
+		if err := s.explain(ctx, func(r rowReader) error { return whyNotClosed(ctx, r, c) }); err != nil {
 			return Job{}, err
 		}
 	}
@@ -521,7 +521,7 @@ func (s *SQLiteStore) CreateAttempt(ctx context.Context, na NewAttempt) (Attempt
 		if !errors.Is(err, sql.ErrNoRows) && !errors.Is(err, errUniqueInDoubt) {
 			return a, err
 		}
-		if err := whyNoAttempt(ctx, s, na); err != nil {
+		if err := s.explain(ctx, func(r rowReader) error { return whyNoAttempt(ctx, r, na) }); err != nil {
 			return Attempt{}, err
 		}
 	}
@@ -608,7 +608,11 @@ func (s *SQLiteStore) UpdateAttempt(ctx context.Context, u AttemptUpdate) (Attem
 		if !inDoubt && !errors.Is(err, sql.ErrNoRows) {
 			return a, err
 		}
-		if cur, err := whyNotUpdated(ctx, s, u, inDoubt); err != nil {
+		var cur Attempt
+		if err := s.explain(ctx, func(r rowReader) (err error) {
+			cur, err = whyNotUpdated(ctx, r, u, inDoubt)
+			return err
+		}); err != nil {
 			return cur, err
 		}
 	}
@@ -664,7 +668,11 @@ func (s *SQLiteStore) CompleteAttempt(ctx context.Context, c Completion) (Job, A
 		return err // nil, or not open or claimed by another: reported below, as stored
 	})
 	if errors.Is(err, sql.ErrNoRows) {
-		return whyNotCompleted(ctx, s, c)
+		err := s.explain(ctx, func(r rowReader) (err error) {
+			j, a, err = whyNotCompleted(ctx, r, c)
+			return err
+		})
+		return j, a, err
 	}
 	if err != nil {
 		return Job{}, Attempt{}, err
@@ -838,37 +846,52 @@ func (s *SQLiteStore) PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, 
 	return n, nil
 }
 
-// The reads that explain a refused write (see rowReader), through the
-// writer's connection.
+// The reads that explain a refused write (see rowReader).
 
-func (s *SQLiteStore) jobForWrite(ctx context.Context, id string) (Job, error) {
-	return queryOne(ctx, s.db, s, "get job", jobNotFound(id), scanJob, sqliteJobByID, id)
+// explain runs why on the rows as one snapshot holds them: a read
+// transaction on a connection of the reading pool, begun after the refused
+// statement ended (so that it sees at least what that statement saw).
+// BEGIN is sent as a statement of its own: the store's connections begin
+// database/sql's transactions with the write lock (_txlock=immediate),
+// which a read must not take.
+func (s *SQLiteStore) explain(ctx context.Context, why func(rowReader) error) error {
+	conn, err := s.rdb.Conn(ctx)
+	if err != nil {
+		return s.interpret("read", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
+		return s.interpret("read", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "ROLLBACK")
+	return why(connReader{s, conn})
 }
 
-func (s *SQLiteStore) attemptForWrite(ctx context.Context, id string) (Attempt, error) {
-	return queryOne(ctx, s.db, s, "get attempt", attemptNotFound(id), scanAttempt, sqliteAttemptByID, id)
+// connReader reads the rows of a refused write through q: a transaction of
+// explain's, or of the store's own (a claim, inside its write).
+type connReader struct {
+	*SQLiteStore
+	q DBTX
 }
 
-func (s *SQLiteStore) blocker(ctx context.Context, jobID string) (*AttemptInFlightError, error) {
-	return queryOne(ctx, s.db, s, "find blocking attempt", nil, func(sc scanner) (*AttemptInFlightError, error) {
+func (r connReader) jobForWrite(ctx context.Context, id string) (Job, error) {
+	return queryOne(ctx, r.q, r.SQLiteStore, "get job", jobNotFound(id), scanJob, sqliteJobByID, id)
+}
+
+func (r connReader) attemptForWrite(ctx context.Context, id string) (Attempt, error) {
+	return queryOne(ctx, r.q, r.SQLiteStore, "get attempt", attemptNotFound(id), scanAttempt, sqliteAttemptByID, id)
+}
+
+func (r connReader) blocker(ctx context.Context, jobID string) (*AttemptInFlightError, error) {
+	return queryOne(ctx, r.q, r.SQLiteStore, "find blocking attempt", nil, func(sc scanner) (*AttemptInFlightError, error) {
 		return scanBlocker(sc, jobID)
 	}, sqliteBlocker, jobID)
 }
 
-func (s *SQLiteStore) otherInDoubt(ctx context.Context, a Attempt) (*AttemptInFlightError, error) {
-	return queryOne(ctx, s.db, s, "find attempt in doubt", nil, func(sc scanner) (*AttemptInFlightError, error) {
+func (r connReader) otherInDoubt(ctx context.Context, a Attempt) (*AttemptInFlightError, error) {
+	return queryOne(ctx, r.q, r.SQLiteStore, "find attempt in doubt", nil, func(sc scanner) (*AttemptInFlightError, error) {
 		return scanBlocker(sc, a.JobID)
 	}, sqliteOtherInDoubt, a.JobID, a.ID)
-}
-
-func (s *SQLiteStore) claimToken(ctx context.Context, attemptID string) (string, error) {
-	return connReader{s, s.db}.claimToken(ctx, attemptID)
-}
-
-// connReader reads a claim inside a transaction of the store's.
-type connReader struct {
-	*SQLiteStore
-	q DBTX
 }
 
 func (r connReader) claimToken(ctx context.Context, attemptID string) (string, error) {
