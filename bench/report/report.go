@@ -21,7 +21,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for schema setup
 
 	"github.com/intentjobs/jobs/bench/peer"
-	"github.com/intentjobs/jobs/internal/perf"
+	"github.com/intentjobs/jobs/bench/perf"
 )
 
 // Config says what to run.

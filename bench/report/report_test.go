@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/intentjobs/jobs/internal/perf"
+	"github.com/intentjobs/jobs/bench/perf"
 )
 
 func TestMain(m *testing.M) {

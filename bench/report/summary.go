@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/intentjobs/jobs/internal/perf"
+	"github.com/intentjobs/jobs/bench/perf"
 )
 
 // Summary is the median of some runs' values, with their range.

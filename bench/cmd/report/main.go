@@ -22,8 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/intentjobs/jobs/bench/perf"
 	"github.com/intentjobs/jobs/bench/report"
-	"github.com/intentjobs/jobs/internal/perf"
 )
 
 func main() {

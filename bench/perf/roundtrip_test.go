@@ -1,18 +1,18 @@
-package jobs_test
+package perf_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 
-	"github.com/intentjobs/jobs/internal/perf"
+	"github.com/intentjobs/jobs/bench/perf"
 )
 
 // TestPostgresSubmitRoundTrips counts the requests Submit sends to
 // PostgreSQL: one for a new key and one for a replay, once the connection
 // has prepared its statements, but for the call at which the keys turn
 // from new to taken or back, which takes two (the statement chosen for the
-// streak misses: see keyStreak).
+// streak misses: see keyStreak in the root package).
 func TestPostgresSubmitRoundTrips(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

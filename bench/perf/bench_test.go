@@ -1,4 +1,4 @@
-package jobs_test
+package perf_test
 
 import (
 	"context"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/intentjobs/jobs/internal/perf"
+	"github.com/intentjobs/jobs/bench/perf"
 	"github.com/intentjobs/jobs/internal/testdb"
 )
 
@@ -19,14 +19,14 @@ import (
 // SQLite runs at synchronous=FULL (what OpenSQLite uses) and at NORMAL. Each
 // trial checks what it wrote (one job per key, every storm caller the same
 // ID, exactly one winner per race, which keeps its result) and fails on any
-// violation. They run only with -bench:
+// violation. They run only with -bench, from the bench module:
 //
-//	go test -run '^$' -bench . -benchmem
-//	go test -run '^$' -bench 'Postgres/submit-new' -benchmem -count 5
-//	go test -run '^$' -bench . -benchtime 200x    # a short check that every workload runs
+//	cd bench && go test ./perf -run '^$' -bench . -benchmem
+//	cd bench && go test ./perf -run '^$' -bench 'Postgres/submit-new' -benchmem -count 5
+//	cd bench && go test ./perf -run '^$' -bench . -benchtime 200x    # a short check that every workload runs
 //
-// The report command of the bench module runs the same workloads several
-// times, interleaved, and writes medians and a chart.
+// The report command (cmd/report) runs the same workloads several times,
+// interleaved, and writes medians and a chart.
 
 func BenchmarkSQLite(b *testing.B) {
 	for _, sync := range []string{"FULL", "NORMAL"} {

@@ -3,8 +3,8 @@
 // work on a lean schema of its own), the databases they run in (each
 // contender in a PostgreSQL schema or a SQLite file of its own, with the same
 // connection settings), the requests they are given, and the workloads
-// themselves, with their correctness checks. The root package's benchmarks
-// and the report command of the bench module both run them.
+// themselves, with their correctness checks. This package's Go benchmarks
+// (go test -bench) and the report command (cmd/report) both run them.
 package perf
 
 import (
