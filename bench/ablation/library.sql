@@ -1,24 +1,24 @@
 WITH a AS (
-    SELECT id, job_id, base_version, state, claim_token FROM job_attempts WHERE id = $1 FOR UPDATE
+    SELECT id, job_id, base_version, state, claim_token FROM intentjobs_attempts WHERE id = $1 FOR UPDATE
 ), j AS (
-    SELECT jobs.id, jobs.owner, jobs.idempotency_key, jobs.kind, jobs.provider, jobs.params,
-    jobs.fingerprint, jobs.state, jobs.version, jobs.attempt_count, jobs.result, jobs.completed_by, jobs.reason,
-    jobs.created_at, jobs.updated_at, jobs.closed_at FROM jobs JOIN a ON jobs.id = a.job_id FOR UPDATE OF jobs
+    SELECT intentjobs_jobs.id, intentjobs_jobs.owner, intentjobs_jobs.idempotency_key, intentjobs_jobs.kind, intentjobs_jobs.provider, intentjobs_jobs.params,
+    intentjobs_jobs.fingerprint, intentjobs_jobs.state, intentjobs_jobs.version, intentjobs_jobs.attempt_count, intentjobs_jobs.result, intentjobs_jobs.completed_by, intentjobs_jobs.reason,
+    intentjobs_jobs.created_at, intentjobs_jobs.updated_at, intentjobs_jobs.closed_at FROM intentjobs_jobs JOIN a ON intentjobs_jobs.id = a.job_id FOR UPDATE OF intentjobs_jobs
 ), won AS (
-    UPDATE jobs SET state = 'succeeded', result = $2, completed_by = $1, version = jobs.version + 1,
+    UPDATE intentjobs_jobs SET state = 'succeeded', result = $2, completed_by = $1, version = intentjobs_jobs.version + 1,
                     updated_at = $3, closed_at = $3
       FROM a
-     WHERE jobs.id = a.job_id
+     WHERE intentjobs_jobs.id = a.job_id
        AND a.state IN ('starting', 'running', 'unknown')
        AND ($4 = '' OR a.claim_token = $4)
-       AND jobs.version = a.base_version
-       AND jobs.completed_by IS NULL
-       AND jobs.state = 'running'
-    RETURNING jobs.id, jobs.owner, jobs.idempotency_key, jobs.kind, jobs.provider, jobs.params,
-    jobs.fingerprint, jobs.state, jobs.version, jobs.attempt_count, jobs.result, jobs.completed_by, jobs.reason,
-    jobs.created_at, jobs.updated_at, jobs.closed_at
+       AND intentjobs_jobs.version = a.base_version
+       AND intentjobs_jobs.completed_by IS NULL
+       AND intentjobs_jobs.state = 'running'
+    RETURNING intentjobs_jobs.id, intentjobs_jobs.owner, intentjobs_jobs.idempotency_key, intentjobs_jobs.kind, intentjobs_jobs.provider, intentjobs_jobs.params,
+    intentjobs_jobs.fingerprint, intentjobs_jobs.state, intentjobs_jobs.version, intentjobs_jobs.attempt_count, intentjobs_jobs.result, intentjobs_jobs.completed_by, intentjobs_jobs.reason,
+    intentjobs_jobs.created_at, intentjobs_jobs.updated_at, intentjobs_jobs.closed_at
 ), att AS (
-    UPDATE job_attempts SET
+    UPDATE intentjobs_attempts SET
         state = CASE WHEN EXISTS (SELECT 1 FROM won) THEN 'succeeded'
                      WHEN (SELECT completed_by FROM j) IS NOT NULL THEN 'lost'
                      ELSE 'cancelled' END,

@@ -48,15 +48,15 @@ psql_ -c "CREATE SCHEMA $schema"
 fill() {
 	psql_ >/dev/null <<-EOF
 	SET search_path = $schema;
-	TRUNCATE jobs CASCADE;
-	INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, attempt_count, created_at, updated_at)
+	TRUNCATE intentjobs_jobs CASCADE;
+	INSERT INTO intentjobs_jobs (id, owner, idempotency_key, kind, provider, params, fingerprint, state, version, attempt_count, created_at, updated_at)
 	SELECT 'job' || g, 'o', 'k' || g, 'charge', 'psp', '{"a":1}', 'f', 'running', 1, 2, now(), now()
 	  FROM generate_series(1, 200000) g;
-	INSERT INTO job_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
+	INSERT INTO intentjobs_attempts (id, job_id, seq, provider, state, base_version, hedge, created_at, updated_at)
 	SELECT 'att' || g || '_' || s, 'job' || g, s, 'psp', 'running', 1, s = 2, now(), now()
 	  FROM generate_series(1, 200000) g, generate_series(1, 2) s;
-	VACUUM ANALYZE jobs;
-	VACUUM ANALYZE job_attempts;
+	VACUUM ANALYZE intentjobs_jobs;
+	VACUUM ANALYZE intentjobs_attempts;
 	EOF
 }
 

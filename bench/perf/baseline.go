@@ -116,8 +116,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS attempts_one_in_doubt ON attempts (job_id) WHE
 
 // The lean schema, as the workloads prefill it.
 var leanSchemas = map[string]schema{
-	Postgres: {attempts: "attempts", jobCols: ", request_hash", jobVals: ", md5(random()::text) || md5(random()::text)", raceJobState: "pending"},
-	SQLite:   {attempts: "attempts", jobCols: ", request_hash", jobVals: ", lower(hex(randomblob(32)))", raceJobState: "pending"},
+	Postgres: {jobs: "jobs", attempts: "attempts", jobCols: ", request_hash", jobVals: ", md5(random()::text) || md5(random()::text)", raceJobState: "pending"},
+	SQLite:   {jobs: "jobs", attempts: "attempts", jobCols: ", request_hash", jobVals: ", lower(hex(randomblob(32)))", raceJobState: "pending"},
 }
 
 // The baseline's statements, written with $n placeholders; {now} is the

@@ -26,16 +26,18 @@ type Library struct {
 // The library's own schema, as the workloads prefill it.
 var librarySchemas = map[string]schema{
 	Postgres: {
-		attempts:     "job_attempts",
+		jobs:         "intentjobs_jobs",
+		attempts:     "intentjobs_attempts",
 		jobCols:      ", fingerprint, version, attempt_count, created_at, updated_at",
 		jobVals:      ", md5(random()::text) || md5(random()::text), 1, 0, now(), now()",
 		attemptCols:  ", seq, hedge, created_at, updated_at",
 		attemptVals:  ", CASE WHEN $2 = 'a' THEN 1 ELSE 2 END, $2 = 'b', now(), now()",
 		raceJobState: "running",
-		afterRaces:   `UPDATE jobs SET attempt_count = 2 WHERE owner = $1`,
+		afterRaces:   `UPDATE intentjobs_jobs SET attempt_count = 2 WHERE owner = $1`,
 	},
 	SQLite: {
-		attempts: "job_attempts",
+		jobs:     "intentjobs_jobs",
+		attempts: "intentjobs_attempts",
 		jobCols:  ", fingerprint, version, attempt_count, created_at, updated_at",
 		jobVals: ", lower(hex(randomblob(32))), 1, 0, CAST(unixepoch('subsec') * 1000000 AS INTEGER)," +
 			" CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
@@ -43,7 +45,7 @@ var librarySchemas = map[string]schema{
 		attemptVals: ", CASE WHEN $2 = 'a' THEN 1 ELSE 2 END, $2 = 'b', CAST(unixepoch('subsec') * 1000000 AS INTEGER)," +
 			" CAST(unixepoch('subsec') * 1000000 AS INTEGER)",
 		raceJobState: "running",
-		afterRaces:   `UPDATE jobs SET attempt_count = 2 WHERE owner = $1`,
+		afterRaces:   `UPDATE intentjobs_jobs SET attempt_count = 2 WHERE owner = $1`,
 	},
 }
 

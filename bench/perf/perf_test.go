@@ -120,7 +120,7 @@ func TestRequestParamsAreAboutAKilobyteOfJSONDifferentPerKey(t *testing.T) {
 				seen := map[string]bool{}
 				for _, id := range ids {
 					var params string
-					if err := c.Tables().r.QueryRowContext(ctx, rebind(db.dialect, `SELECT CAST(params AS text) FROM jobs WHERE id = $1`), id).Scan(&params); err != nil {
+					if err := c.Tables().r.QueryRowContext(ctx, c.Tables().q(`SELECT CAST(params AS text) FROM {jobs} WHERE id = $1`), id).Scan(&params); err != nil {
 						t.Fatal(err)
 					}
 					var v map[string]any
@@ -368,8 +368,8 @@ func TestWarmReadsTheIndexesSubmitReads(t *testing.T) {
 				}
 				var want []string
 				if db.dialect == SQLite {
-					// The indexes of jobs' PRIMARY KEY and UNIQUE constraint.
-					want = []string{"sqlite_autoindex_jobs_1", "sqlite_autoindex_jobs_2"}
+					// The indexes of the jobs table's PRIMARY KEY and UNIQUE constraint.
+					want = []string{"sqlite_autoindex_" + tables.s.jobs + "_1", "sqlite_autoindex_" + tables.s.jobs + "_2"}
 				}
 				slices.Sort(got)
 				if !slices.Equal(got, want) {

@@ -21,6 +21,7 @@ func StoredOwner(i int) string { return "tenant-" + strconv.Itoa(i) }
 // version, result, completed_by) and an attempts table (id, job_id, provider,
 // state, base_version, provider_ref).
 type schema struct {
+	jobs     string // the name of the jobs table
 	attempts string // the name of the attempts table
 	// Further columns of a prefilled job or attempt, each list starting with
 	// a comma, and their values in SQL.
@@ -48,22 +49,26 @@ func newTables(dialect string, w, r *sql.DB, s schema) *Tables {
 	return &Tables{dialect: dialect, w: w, r: r, s: s}
 }
 
-func (t *Tables) q(query string) string { return rebind(t.dialect, query) }
+// q is query in the dialect's placeholders, {jobs} standing for the jobs
+// table's name.
+func (t *Tables) q(query string) string {
+	return rebind(t.dialect, strings.ReplaceAll(query, "{jobs}", t.s.jobs))
+}
 
-const fillJobsPostgres = `INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, state{jobCols})
+const fillJobsPostgres = `INSERT INTO {jobs} (id, owner, idempotency_key, kind, provider, params, state{jobCols})
 SELECT $1::text || lpad(g::text, 16, '0'), CASE WHEN $4::int = 1 THEN $2::text ELSE $2::text || (g % $4::int) END,
        md5(random()::text), 'charge', 'psp', ({params})::json, $5::text{jobVals}
   FROM generate_series(1, $3::int) AS g`
 
 const fillJobsSQLite = `WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < $3)
-INSERT INTO jobs (id, owner, idempotency_key, kind, provider, params, state{jobCols})
+INSERT INTO {jobs} (id, owner, idempotency_key, kind, provider, params, state{jobCols})
 SELECT $1 || printf('%016d', i), CASE WHEN $4 = 1 THEN $2 ELSE $2 || (i % $4) END, lower(hex(randomblob(16))),
        'charge', 'psp', {params}, $5{jobVals}
   FROM g`
 
 const fillAttempts = `INSERT INTO {attempts} (id, job_id, provider, state, base_version, provider_ref{attemptCols})
 SELECT 'att' || substr(id, 4) || CAST($2 AS text), id, provider, 'running', version, 'ref-' || CAST($2 AS text){attemptVals}
-  FROM jobs WHERE owner = $1`
+  FROM {jobs} WHERE owner = $1`
 
 // fill inserts n jobs in state with random keys and parameters of the size
 // and shape of ParamsFor: for owner when owners is 1, else for owner
@@ -157,7 +162,7 @@ func (t *Tables) FillTo(ctx context.Context, n int) error {
 		}
 	}
 	if t.dialect == Postgres {
-		_, err = t.w.ExecContext(ctx, `VACUUM ANALYZE jobs`)
+		_, err = t.w.ExecContext(ctx, t.q(`VACUUM ANALYZE {jobs}`))
 	} else {
 		_, err = t.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	}
@@ -166,7 +171,7 @@ func (t *Tables) FillTo(ctx context.Context, n int) error {
 
 // JobIDs returns the IDs of owner's jobs in ID order.
 func (t *Tables) JobIDs(ctx context.Context, owner string) ([]string, error) {
-	return queryRows(ctx, t.r, t.q(`SELECT id FROM jobs WHERE owner = $1 ORDER BY id`), func(rows *sql.Rows) (id string, err error) {
+	return queryRows(ctx, t.r, t.q(`SELECT id FROM {jobs} WHERE owner = $1 ORDER BY id`), func(rows *sql.Rows) (id string, err error) {
 		return id, rows.Scan(&id)
 	}, owner)
 }
@@ -174,7 +179,7 @@ func (t *Tables) JobIDs(ctx context.Context, owner string) ([]string, error) {
 // Count returns how many jobs the tables hold.
 func (t *Tables) Count(ctx context.Context) (int, error) {
 	var n int
-	err := t.r.QueryRowContext(ctx, `SELECT count(*) FROM jobs`).Scan(&n)
+	err := t.r.QueryRowContext(ctx, t.q(`SELECT count(*) FROM {jobs}`)).Scan(&n)
 	return n, err
 }
 
@@ -192,8 +197,8 @@ func (t *Tables) Warm(ctx context.Context) (indexes []string, err error) {
 	if t.dialect != SQLite {
 		return nil, nil
 	}
-	rows, err := t.r.QueryContext(ctx, `SELECT il.name, ii.name FROM pragma_index_list('jobs') il, pragma_index_info(il.name) ii
- WHERE NOT il.partial AND ii.seqno = 0`)
+	rows, err := t.r.QueryContext(ctx, `SELECT il.name, ii.name FROM pragma_index_list(?1) il, pragma_index_info(il.name) ii
+ WHERE NOT il.partial AND ii.seqno = 0`, t.s.jobs)
 	if err != nil {
 		return nil, fmt.Errorf("warm: %w", err)
 	}
@@ -206,7 +211,7 @@ func (t *Tables) Warm(ctx context.Context) (indexes []string, err error) {
 		}
 		// Every entry: the first column of these indexes is never NULL.
 		indexes = append(indexes, index)
-		scans = append(scans, fmt.Sprintf(`SELECT count(*) FROM jobs INDEXED BY %q WHERE %q IS NOT NULL`, index, first))
+		scans = append(scans, fmt.Sprintf(`SELECT count(*) FROM %s INDEXED BY %q WHERE %q IS NOT NULL`, t.s.jobs, index, first))
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("warm: %w", err)
@@ -226,7 +231,7 @@ func (t *Tables) Warm(ctx context.Context) (indexes []string, err error) {
 // CountJobs returns how many jobs owner has.
 func (t *Tables) CountJobs(ctx context.Context, owner string) (int, error) {
 	var n int
-	err := t.r.QueryRowContext(ctx, t.q(`SELECT count(*) FROM jobs WHERE owner = $1`), owner).Scan(&n)
+	err := t.r.QueryRowContext(ctx, t.q(`SELECT count(*) FROM {jobs} WHERE owner = $1`), owner).Scan(&n)
 	return n, err
 }
 
@@ -242,7 +247,7 @@ type Outcome struct {
 // Outcomes returns owner's jobs as they are stored, in ID order.
 func (t *Tables) Outcomes(ctx context.Context, owner string) ([]Outcome, error) {
 	return queryRows(ctx, t.r, t.q(`SELECT id, state, version, COALESCE(completed_by, ''), COALESCE(CAST(result AS text), '')
-  FROM jobs WHERE owner = $1 ORDER BY id`), func(rows *sql.Rows) (o Outcome, err error) {
+  FROM {jobs} WHERE owner = $1 ORDER BY id`), func(rows *sql.Rows) (o Outcome, err error) {
 		return o, rows.Scan(&o.JobID, &o.State, &o.Version, &o.CompletedBy, &o.Result)
 	}, owner)
 }
@@ -254,7 +259,7 @@ func (t *Tables) AttemptStates(ctx context.Context, owner string) (map[string]in
 		n     int
 	}
 	counts, err := queryRows(ctx, t.r, t.q(`SELECT a.state, count(*) FROM `+t.s.attempts+` a
-  JOIN jobs j ON j.id = a.job_id WHERE j.owner = $1 GROUP BY a.state`), func(rows *sql.Rows) (c count, err error) {
+  JOIN {jobs} j ON j.id = a.job_id WHERE j.owner = $1 GROUP BY a.state`), func(rows *sql.Rows) (c count, err error) {
 		return c, rows.Scan(&c.state, &c.n)
 	}, owner)
 	out := map[string]int{}

@@ -115,7 +115,7 @@ func TestAblation(t *testing.T) {
 			cfg.Workloads = append(cfg.Workloads, w)
 		}
 	}
-	cfg.AlterLibrary = "DROP INDEX jobs_created_at_idx; DROP INDEX job_attempts_stale_idx"
+	cfg.AlterLibrary = "DROP INDEX intentjobs_jobs_created_at_idx; DROP INDEX intentjobs_attempts_stale_idx"
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
