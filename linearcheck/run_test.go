@@ -1,0 +1,101 @@
+package linearcheck_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/history"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/linearcheck"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// run is one recorded run: its directory, and the Sink of this process.
+type run struct {
+	t     *testing.T
+	dir   string
+	sink  *history.Sink
+	inner jobs.Store
+}
+
+// newRun records the calls made to inner through the stores it hands out.
+func newRun(t *testing.T, inner jobs.Store) *run {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "history")
+	sink, err := history.NewSink(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sink.Close() })
+	return &run{t: t, dir: dir, sink: sink, inner: inner}
+}
+
+// store returns inner recorded as the calls of client.
+func (r *run) store(client string) jobs.Store { return history.Record(r.inner, r.sink, client) }
+
+// manager returns a Manager over the store of client.
+func (r *run) manager(client string, opts jobs.Options) *jobs.Manager {
+	r.t.Helper()
+	m, err := jobs.New(r.store(client), opts)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return m
+}
+
+// load closes the Sink and reads the history back.
+func (r *run) load() *history.History {
+	r.t.Helper()
+	if err := r.sink.Close(); err != nil {
+		r.t.Fatal(err)
+	}
+	h, err := history.Load(r.dir)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return h
+}
+
+// check loads the history and checks it, logging its size and the time
+// the check took.
+func (r *run) check() linearcheck.Result {
+	r.t.Helper()
+	res := linearcheck.Check(r.load())
+	r.t.Log(res.Summary())
+	return res
+}
+
+// mustBeLinearizable checks the run and fails the test with the report if
+// it is not linearizable, writing the visualization next to the history
+// and, since the test's directory goes, into the system's temporary
+// directory.
+func (r *run) mustBeLinearizable() linearcheck.Result {
+	r.t.Helper()
+	res := r.check()
+	if !res.Ok() {
+		r.t.Errorf("%s", res.Report())
+		r.visualize(res)
+	}
+	return res
+}
+
+func (r *run) visualize(res linearcheck.Result) string {
+	r.t.Helper()
+	name := "linearcheck-" + strings.NewReplacer("/", "_", " ", "_").Replace(r.t.Name()) + "-" + time.Now().Format("150405.000") + ".html"
+	path := filepath.Join(os.TempDir(), name)
+	f, err := os.Create(path)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer f.Close()
+	if err := res.Visualize(f); err != nil {
+		r.t.Errorf("visualize: %v", err)
+	}
+	r.t.Logf("visualization: %s", path)
+	return path
+}
