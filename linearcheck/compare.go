@@ -8,24 +8,38 @@ import (
 	"github.com/intentjobs/jobs/history"
 )
 
+// matches reports whether the recorded answer of c is w.
+func (w *answer) matches(c *call) bool { return w.differs(c, false) == "" }
+
 // mismatch returns "" if the recorded answer of c is w, or says how it
-// differs. Only what w sets is compared.
-func (w *answer) mismatch(c *call) string {
+// differs.
+func (w *answer) mismatch(c *call) string { return w.differs(c, true) }
+
+// differs returns "" if the recorded answer of c is w, or else, if
+// explain, how it differs, and otherwise a word. Only what w sets is
+// compared.
+func (w *answer) differs(c *call, explain bool) string {
 	op := c.op
 	switch {
 	case w.anyAnswer:
 		return ""
 	case w.refusal == nil && op.Outcome != history.OK:
+		if !explain {
+			return "differs"
+		}
 		return fmt.Sprintf("the store refused (%s)", errorText(op.Error))
 	case w.refusal != nil && op.Outcome != history.Refused:
 		return "the store succeeded"
 	case w.refusal != nil:
-		if d := w.refusal.mismatch(op.Error); d != "" {
+		if d := w.refusal.mismatch(op.Error, explain); d != "" {
 			return d
 		}
 	}
-	r := &op.Results
+	r := &c.results
 	var diffs []string
+	if !explain {
+		return w.differsQuickly(c)
+	}
 	if w.job != nil {
 		if r.Job == nil {
 			diffs = append(diffs, "no job returned; want "+jobText(*w.job))
@@ -90,10 +104,17 @@ func (w *answer) mismatch(c *call) string {
 	return strings.Join(diffs, "; ")
 }
 
-// mismatch returns "" if e is the refusal r, with the details r names.
-func (r *refusal) mismatch(e *history.Error) string {
+// mismatch returns "" if e is the refusal r, with the details r names;
+// else, if explain, how it differs, and otherwise a word.
+func (r *refusal) mismatch(e *history.Error, explain bool) string {
 	if e == nil || e.Sentinel != r.sentinel {
+		if !explain {
+			return "differs"
+		}
 		return fmt.Sprintf("the store refused with %s", errorText(e))
+	}
+	if !explain && r.same(e) {
+		return ""
 	}
 	var d []string
 	field := func(name, got, want string) {
@@ -136,6 +157,57 @@ func (r *refusal) mismatch(e *history.Error) string {
 	return ""
 }
 
+// same reports whether e carries the details r names.
+func (r *refusal) same(e *history.Error) bool {
+	switch {
+	case r.inFlight != nil:
+		return e.InFlight != nil && *e.InFlight == *r.inFlight
+	case r.jobClosed != nil:
+		return e.JobClosed != nil && *e.JobClosed == *r.jobClosed
+	case r.transition != nil:
+		return e.Transition != nil && e.Transition.AttemptID == r.transition.AttemptID &&
+			e.Transition.From == r.transition.From && e.Transition.To == r.transition.To
+	case r.lostRace != nil:
+		return e.LostRace != nil && *e.LostRace == *r.lostRace
+	}
+	return true
+}
+
+// differsQuickly is differs without the explanation, for the search.
+func (w *answer) differsQuickly(c *call) string {
+	r := &c.results
+	const no = "differs"
+	switch {
+	case w.job != nil && (r.Job == nil || !sameJob(*w.job, *r.Job)),
+		w.attempt != nil && (r.Attempt == nil || !sameAttempt(*w.attempt, *r.Attempt)),
+		w.attemptsSet && len(r.Attempts) != len(w.attempts),
+		w.created != nil && *w.created != r.Created,
+		w.claimed != nil && *w.claimed != r.Claimed:
+		return no
+	}
+	if w.attemptsSet {
+		for i := range w.attempts {
+			if !sameAttempt(w.attempts[i], r.Attempts[i]) {
+				return no
+			}
+		}
+	}
+	if w.purged != nil && (r.Purged == nil || r.Purged.Jobs < w.purged.Jobs || r.Purged.Attempts < w.purged.Attempts) {
+		return no
+	}
+	for _, l := range c.listedJobs {
+		if want := w.listed[l.ID]; want == nil || !sameJob(*want, l) {
+			return no
+		}
+	}
+	for _, l := range c.listedAttempts {
+		if want := w.listedA[l.ID]; want == nil || !sameAttempt(*want, l) {
+			return no
+		}
+	}
+	return ""
+}
+
 func (r *refusal) String() string {
 	switch {
 	case r.inFlight != nil:
@@ -151,8 +223,12 @@ func (r *refusal) String() string {
 }
 
 // diffJob compares the fields of a job that the contract decides: not its
-// times, which are the callers' (see the package documentation).
+// times, which are the callers' (see the package documentation). JSON
+// values are compared in normal form (normJSON): both jobs hold them so.
 func diffJob(want, got jobs.Job) string {
+	if sameJob(want, got) {
+		return ""
+	}
 	var d []string
 	field := func(name string, g, w any) {
 		if fmt.Sprint(g) != fmt.Sprint(w) {
@@ -164,12 +240,12 @@ func diffJob(want, got jobs.Job) string {
 	field("Key", got.Key, want.Key)
 	field("Kind", got.Kind, want.Kind)
 	field("Provider", got.Provider, want.Provider)
-	field("Params", normJSON(got.Params), normJSON(want.Params))
+	field("Params", string(got.Params), string(want.Params))
 	field("Fingerprint", got.Fingerprint, want.Fingerprint)
 	field("State", got.State, want.State)
 	field("Version", got.Version, want.Version)
 	field("Attempts", got.Attempts, want.Attempts)
-	field("Result", normJSON(got.Result), normJSON(want.Result))
+	field("Result", string(got.Result), string(want.Result))
 	field("CompletedBy", got.CompletedBy, want.CompletedBy)
 	field("Reason", got.Reason, want.Reason)
 	field("ReplacedBy", got.ReplacedBy, want.ReplacedBy)
@@ -182,6 +258,9 @@ func diffJob(want, got jobs.Job) string {
 // diffAttempt compares the fields of an attempt that the contract
 // decides: not its times.
 func diffAttempt(want, got jobs.Attempt) string {
+	if sameAttempt(want, got) {
+		return ""
+	}
 	var d []string
 	field := func(name string, g, w any) {
 		if fmt.Sprint(g) != fmt.Sprint(w) {
@@ -201,6 +280,23 @@ func diffAttempt(want, got jobs.Attempt) string {
 		return ""
 	}
 	return want.ID + ": " + strings.Join(d, ", ")
+}
+
+// sameJob reports whether the jobs agree on every field diffJob compares.
+func sameJob(want, got jobs.Job) bool {
+	return want.ID == got.ID && want.Owner == got.Owner && want.Key == got.Key && want.Kind == got.Kind &&
+		want.Provider == got.Provider && string(want.Params) == string(got.Params) && want.Fingerprint == got.Fingerprint &&
+		want.State == got.State && want.Version == got.Version && want.Attempts == got.Attempts &&
+		string(want.Result) == string(got.Result) && want.CompletedBy == got.CompletedBy && want.Reason == got.Reason &&
+		want.ReplacedBy == got.ReplacedBy
+}
+
+// sameAttempt reports whether the attempts agree on every field
+// diffAttempt compares.
+func sameAttempt(want, got jobs.Attempt) bool {
+	return want.ID == got.ID && want.JobID == got.JobID && want.Seq == got.Seq && want.Provider == got.Provider &&
+		want.State == got.State && want.BaseVersion == got.BaseVersion && want.Hedge == got.Hedge &&
+		want.ProviderRef == got.ProviderRef && want.Reason == got.Reason
 }
 
 func orNone(s string) string {

@@ -48,7 +48,7 @@ func step(st, in, _ any) []any {
 		return next
 	}
 	for _, o := range outs {
-		if o.want.mismatch(c) == "" {
+		if o.want.matches(c) {
 			next = append(next, o.next)
 		}
 	}

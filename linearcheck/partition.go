@@ -1,6 +1,7 @@
 package linearcheck
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -31,6 +32,8 @@ const (
 	skipUnmodelled    = "not modelled (verifications, NotifyClosed)"
 	skipAmbiguousRead = "ambiguous read (no effect, answer unknown)"
 	skipNoArgs        = "arguments not recorded"
+	skipNoPurge       = "purge that deleted nothing"
+	skipUnseenCreate  = "ambiguous create of a job no other operation names"
 )
 
 // partitioned is a history split into partitions.
@@ -88,6 +91,7 @@ func partition(h *history.History) *partitioned {
 		}
 		return orphanAttempt(id)
 	}
+	named := jobsNamed(h)
 	clients := map[string]int{}
 	var purges []*history.Op
 	var purgeIndexes []int
@@ -104,14 +108,22 @@ func partition(h *history.History) *partitioned {
 		case amb && reads[op.Method]:
 			p.skipped[skipAmbiguousRead]++
 			continue
+		case amb && newJob(op) != "" && named[newJob(op)] == 0:
+			// Had it taken effect, the job would hold the key: whatever
+			// touched the key after it would name the job. Nothing does,
+			// so it took effect after everything, or never, which is one.
+			p.skipped[skipUnseenCreate]++
+			continue
 		}
 		client := op.Process + "/" + op.Client
 		if _, ok := clients[client]; !ok {
 			clients[client] = len(p.clients)
 			p.clients = append(p.clients, client)
 		}
+		args, results, bad := normalize(op)
 		add := func(name string, c *call) {
 			c.index, c.op, c.partition, c.ambiguous = i, op, name, amb
+			c.args, c.results, c.badJSON = args, results, bad
 			p.calls[name] = append(p.calls[name], c)
 		}
 		a := &op.Args
@@ -149,7 +161,7 @@ func partition(h *history.History) *partitioned {
 			by := map[string][]jobs.Job{}
 			for _, j := range op.Results.Jobs {
 				name := ofJob(j.ID)
-				by[name] = append(by[name], j)
+				by[name] = append(by[name], normalJob(j))
 			}
 			for _, name := range slices.Sorted(maps.Keys(by)) {
 				add(name, &call{listedJobs: by[name]})
@@ -164,6 +176,13 @@ func partition(h *history.History) *partitioned {
 				add(name, &call{listedAttempts: by[name]})
 			}
 		case history.PurgeJobs:
+			q := a.PurgeQuery
+			if !amb && (q.DryRun || q.Limit <= 0 || op.Outcome == history.Refused || op.Results.Purged == nil || op.Results.Purged.Jobs == 0) {
+				// It deleted nothing, anywhere: a step that changes no
+				// state and whose answer any state allows.
+				p.skipped[skipNoPurge]++
+				continue
+			}
 			purges, purgeIndexes = append(purges, op), append(purgeIndexes, i)
 		default:
 			p.skipped[skipUnmodelled]++
@@ -176,7 +195,8 @@ func partition(h *history.History) *partitioned {
 			continue
 		}
 		for k, op := range purges {
-			p.calls[name] = append(p.calls[name], &call{index: purgeIndexes[k], op: op, partition: name, ambiguous: ambiguousOp(op)})
+			p.calls[name] = append(p.calls[name], &call{index: purgeIndexes[k], op: op, partition: name, ambiguous: ambiguousOp(op),
+				args: op.Args, results: op.Results})
 		}
 	}
 	p.names = slices.Sorted(maps.Keys(p.calls))
@@ -184,6 +204,148 @@ func partition(h *history.History) *partitioned {
 		slices.SortStableFunc(p.calls[name], func(a, b *call) int { return a.index - b.index })
 	}
 	return p
+}
+
+// normalize returns op's arguments and results with their JSON values in
+// normal form (normJSON): copies, op is left as it is; and whether one of
+// the arguments' JSON values is not JSON.
+func normalize(op *history.Op) (history.Args, history.Results, bool) {
+	a, r := op.Args, op.Results
+	bad := false
+	for _, raw := range [][]byte{jobParams(a.Job), jobParams(replacementJob(a.Replacement)), completionResult(a.Completion)} {
+		bad = bad || (raw != nil && !json.Valid(raw))
+	}
+	if a.Job != nil {
+		a.Job = ptr(normalJob(*a.Job))
+	}
+	if a.Replacement != nil {
+		rep := *a.Replacement
+		rep.New = normalJob(rep.New)
+		a.Replacement = &rep
+	}
+	if a.Completion != nil {
+		c := *a.Completion
+		c.Result = normal(c.Result)
+		a.Completion = &c
+	}
+	if r.Job != nil {
+		r.Job = ptr(normalJob(*r.Job))
+	}
+	return a, r, bad
+}
+
+func jobParams(j *jobs.Job) []byte {
+	if j == nil {
+		return nil
+	}
+	return j.Params
+}
+
+func replacementJob(r *jobs.JobReplacement) *jobs.Job {
+	if r == nil {
+		return nil
+	}
+	return &r.New
+}
+
+func completionResult(c *jobs.Completion) []byte {
+	if c == nil {
+		return nil
+	}
+	return c.Result
+}
+
+func normalJob(j jobs.Job) jobs.Job {
+	j.Params, j.Result = normal(j.Params), normal(j.Result)
+	return j
+}
+
+// normal returns raw in normal form, nil for nothing or null: a history
+// records a nil json.RawMessage as null, so the two are one.
+func normal(raw json.RawMessage) json.RawMessage {
+	if n := normJSON(raw); n != "" && n != "null" {
+		return json.RawMessage(n)
+	}
+	return nil
+}
+
+// newJob returns the ID of the job op creates: CreateJob's, CreateJobTx's
+// or ReplaceJob's new one; "" for other methods.
+func newJob(op *history.Op) string {
+	switch {
+	case op.Args.Job != nil && (op.Method == history.CreateJob || op.Method == history.CreateJobTx):
+		return op.Args.Job.ID
+	case op.Args.Replacement != nil:
+		return op.Args.Replacement.New.ID
+	}
+	return ""
+}
+
+// jobsNamed counts, for each job ID, the operations that name it other
+// than by creating it: in their arguments, results or errors.
+func jobsNamed(h *history.History) map[string]int {
+	count := map[string]int{}
+	for i := range h.Ops {
+		op := &h.Ops[i]
+		seen := map[string]bool{}
+		name := func(ids ...string) {
+			for _, id := range ids {
+				if id != "" && !seen[id] {
+					seen[id] = true
+					count[id]++
+				}
+			}
+		}
+		a, r, e := &op.Args, &op.Results, op.Error
+		name(a.ID, a.JobID)
+		if a.Replacement != nil {
+			name(a.Replacement.OldID)
+		}
+		if _, by, ok := jobs.ParseRetiredKey(a.Key); ok {
+			name(by)
+		}
+		if a.Close != nil {
+			name(a.Close.ID)
+		}
+		if a.NewAttempt != nil {
+			name(a.NewAttempt.JobID)
+		}
+		if r.Job != nil && (r.Job.ID != newJob(op) || !r.Created) {
+			name(r.Job.ID, r.Job.ReplacedBy)
+		}
+		if r.Attempt != nil {
+			name(r.Attempt.JobID)
+		}
+		for _, at := range r.Attempts {
+			name(at.JobID)
+		}
+		for _, j := range r.Jobs {
+			name(j.ID, j.ReplacedBy)
+		}
+		if e != nil {
+			for _, d := range []any{e.InFlight, e.JobClosed, e.LostRace, e.KeyConflict} {
+				switch d := d.(type) {
+				case *jobs.AttemptInFlightError:
+					if d != nil {
+						name(d.JobID)
+					}
+				case *jobs.JobClosedError:
+					if d != nil {
+						name(d.JobID)
+					}
+				case *jobs.LostRaceError:
+					if d != nil {
+						name(d.JobID)
+					}
+				case *jobs.KeyConflictError:
+					if d != nil {
+						name(d.JobID)
+					}
+				}
+			}
+		}
+	}
+	return count
 }
 
 func setOnce(m map[string]string, id, name string) {

@@ -1,7 +1,6 @@
 package linearcheck
 
 import (
-	"encoding/json"
 	"slices"
 	"sync/atomic"
 
@@ -17,6 +16,14 @@ type call struct {
 	op        *history.Op
 	partition string
 	ambiguous bool // its effect and answer are unknown: see ambiguousOp
+
+	// args and results are the operation's, with every JSON value in
+	// normal form (normJSON), so that the specification compares them as
+	// strings.
+	args    history.Args
+	results history.Results
+	// badJSON is set when a JSON value of the arguments is not JSON.
+	badJSON bool
 
 	listedJobs     []jobs.Job     // ListJobs: the jobs of this partition it returned
 	listedAttempts []jobs.Attempt // StaleAttempts: the attempts of this partition it returned
@@ -70,12 +77,12 @@ func refuse(sentinel string) answer { return answer{refusal: &refusal{sentinel: 
 // precision decides, and a purge have several.
 func spec(s *state, c *call) []outcome {
 	op := c.op
-	a := &op.Args
+	a := &c.args
 	switch op.Method {
 	case history.CreateJob, history.CreateJobTx:
-		return createJob(s, *a.Job)
+		return createJob(s, *a.Job, c.badJSON)
 	case history.ReplaceJob:
-		return replaceJob(s, *a.Replacement)
+		return replaceJob(s, *a.Replacement, c.badJSON)
 	case history.Job:
 		return readJob(s, s.jobIndex(a.ID))
 	case history.JobByKey:
@@ -107,7 +114,7 @@ func spec(s *state, c *call) []outcome {
 	case history.UpdateAttempt:
 		return updateAttempt(s, *a.Update)
 	case history.CompleteAttempt:
-		return completeAttempt(s, *a.Completion)
+		return completeAttempt(s, *a.Completion, c.badJSON)
 	case history.ClaimAttempt:
 		return claimAttempt(s, *a.Claim)
 	case history.RenewClaim:
@@ -147,8 +154,8 @@ func readJob(s *state, ji int) []outcome {
 
 // createJob: at most one job per owner and key; a later call gets the job
 // that holds the key, and writes nothing.
-func createJob(s *state, j jobs.Job) []outcome {
-	if !json.Valid(j.Params) {
+func createJob(s *state, j jobs.Job, badJSON bool) []outcome {
+	if badJSON {
 		return []outcome{{s, refuse("ErrInvalidInput")}}
 	}
 	if h := s.holder(); h >= 0 {
@@ -158,7 +165,7 @@ func createJob(s *state, j jobs.Job) []outcome {
 		return []outcome{{s, refuse("ErrInvalidInput")}} // the ID is taken
 	}
 	n := job{ID: j.ID, Owner: j.Owner, Key: j.Key, Kind: j.Kind, Provider: j.Provider, Fingerprint: j.Fingerprint,
-		Params: normJSON(j.Params), State: jobs.JobPending, Version: 1, CreatedAt: nanos(j.CreatedAt), ClosedAt: noTime}
+		Params: string(j.Params), State: jobs.JobPending, Version: 1, CreatedAt: nanos(j.CreatedAt), ClosedAt: noTime}
 	next := s.adding(n)
 	return []outcome{{next, answer{job: ptr(n.view()), created: ptr(true)}}}
 }
@@ -167,13 +174,13 @@ func createJob(s *state, j jobs.Job) []outcome {
 // in one step, if the old job holds the key, is in one of r.From, and has
 // no attempt that may still act (refused, naming it) or whose result was
 // dropped; otherwise it is CreateJob(r.New).
-func replaceJob(s *state, r jobs.JobReplacement) []outcome {
-	if r.Check() != nil || !json.Valid(r.New.Params) {
+func replaceJob(s *state, r jobs.JobReplacement, badJSON bool) []outcome {
+	if r.Check() != nil || badJSON {
 		return []outcome{{s, refuse("ErrInvalidInput")}}
 	}
 	h := s.holder()
 	if h < 0 || s.jobs[h].ID != r.OldID || !slices.Contains(r.From, s.jobs[h].State) {
-		return createJob(s, r.New)
+		return createJob(s, r.New, false)
 	}
 	old := &s.jobs[h]
 	if blockers := inFlight(s, h, false); len(blockers) > 0 {
@@ -181,14 +188,14 @@ func replaceJob(s *state, r jobs.JobReplacement) []outcome {
 	}
 	for i := range old.Attempts {
 		if old.Attempts[i].view(old.ID).ResultDropped() {
-			return createJob(s, r.New)
+			return createJob(s, r.New, false)
 		}
 	}
 	if s.jobIndex(r.New.ID) >= 0 {
 		return []outcome{{s, refuse("ErrInvalidInput")}}
 	}
 	retired := s.with(h, func(j *job) { j.ReplacedBy = r.New.ID })
-	return createJob(retired, r.New)
+	return createJob(retired, r.New, false)
 }
 
 // inFlight returns the refusals naming an attempt of the job at ji that
@@ -208,8 +215,16 @@ func inFlight(s *state, ji int, hedge bool) []outcome {
 	return out
 }
 
+// jobClosed is the refusal of a terminal job at ji.
+func jobClosed(s *state, ji int) outcome {
+	j := &s.jobs[ji]
+	return outcome{s, answer{refusal: &refusal{sentinel: "ErrJobClosed", jobClosed: &jobs.JobClosedError{JobID: j.ID, State: j.State}}}}
+}
+
 // closeJob: an open job becomes failed or cancelled; giving up is refused
-// while an attempt is open; a terminal job is refused.
+// while an attempt is open; a terminal job is refused. The contract names
+// no order between the two refusals: where both hold (giving up a
+// cancelled job whose attempt is still open), either is its answer.
 func closeJob(s *state, c jobs.JobClose) []outcome {
 	if c.Check() != nil {
 		return []outcome{{s, refuse("ErrInvalidInput")}}
@@ -219,14 +234,15 @@ func closeJob(s *state, c jobs.JobClose) []outcome {
 		return []outcome{{s, refuse("ErrNotFound")}}
 	}
 	j := &s.jobs[ji]
+	var refusals []outcome
 	if j.State.Terminal() {
-		return []outcome{{s, answer{refusal: &refusal{sentinel: "ErrJobClosed",
-			jobClosed: &jobs.JobClosedError{JobID: j.ID, State: j.State}}}}}
+		refusals = append(refusals, jobClosed(s, ji))
 	}
 	if c.To == jobs.JobFailed {
-		if blockers := inFlight(s, ji, false); len(blockers) > 0 {
-			return blockers
-		}
+		refusals = append(refusals, inFlight(s, ji, false)...)
+	}
+	if len(refusals) > 0 {
+		return refusals
 	}
 	next := s.with(ji, func(j *job) {
 		j.State, j.Version, j.Reason, j.ClosedAt = c.To, j.Version+1, c.Reason, nanos(c.At)
@@ -235,7 +251,8 @@ func closeJob(s *state, c jobs.JobClose) []outcome {
 }
 
 // createAttempt: a new attempt in state starting, refused on a terminal
-// job or while an attempt blocks it.
+// job or while an attempt blocks it; where both hold (a cancelled job
+// whose attempt is still open), either refusal is the contract's.
 func createAttempt(s *state, na jobs.NewAttempt) []outcome {
 	if ji, _ := s.attemptIndex(na.ID); ji >= 0 || na.ID == "" {
 		return []outcome{{s, refuse("ErrInvalidInput")}}
@@ -245,12 +262,12 @@ func createAttempt(s *state, na jobs.NewAttempt) []outcome {
 		return []outcome{{s, refuse("ErrNotFound")}}
 	}
 	j := &s.jobs[ji]
+	var refusals []outcome
 	if j.State.Terminal() {
-		return []outcome{{s, answer{refusal: &refusal{sentinel: "ErrJobClosed",
-			jobClosed: &jobs.JobClosedError{JobID: j.ID, State: j.State}}}}}
+		refusals = append(refusals, jobClosed(s, ji))
 	}
-	if blockers := inFlight(s, ji, na.Hedge); len(blockers) > 0 {
-		return blockers
+	if refusals = append(refusals, inFlight(s, ji, na.Hedge)...); len(refusals) > 0 {
+		return refusals
 	}
 	provider := na.Provider
 	if provider == "" {
@@ -316,8 +333,8 @@ func updateAttempt(s *state, u jobs.AttemptUpdate) []outcome {
 }
 
 // completeAttempt: the compare-and-swap of cas.go, and the loser's fate.
-func completeAttempt(s *state, c jobs.Completion) []outcome {
-	if !json.Valid(c.Result) {
+func completeAttempt(s *state, c jobs.Completion, badJSON bool) []outcome {
+	if badJSON {
 		return []outcome{{s, refuse("ErrInvalidInput")}}
 	}
 	ji, ai := s.attemptIndex(c.AttemptID)
@@ -339,7 +356,7 @@ func completeAttempt(s *state, c jobs.Completion) []outcome {
 	at := nanos(c.At)
 	if j.State == jobs.JobRunning && j.Version == a.BaseVersion && j.CompletedBy == "" {
 		next := s.with(ji, func(j *job) {
-			j.State, j.Result, j.CompletedBy, j.Version, j.ClosedAt = jobs.JobSucceeded, normJSON(c.Result), a.ID, j.Version+1, at
+			j.State, j.Result, j.CompletedBy, j.Version, j.ClosedAt = jobs.JobSucceeded, string(c.Result), a.ID, j.Version+1, at
 			j.Attempts[ai].State, j.Attempts[ai].UpdatedAt = jobs.AttemptSucceeded, at
 		})
 		nj := &next.jobs[ji]

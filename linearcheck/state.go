@@ -3,7 +3,6 @@ package linearcheck
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"hash/fnv"
 	"math"
 	"slices"
@@ -64,18 +63,34 @@ var emptyState = (&state{}).seal()
 
 // seal computes the state's key and hash, and returns it.
 func (s *state) seal() *state {
-	var b strings.Builder
+	b := make([]byte, 0, 256*len(s.jobs))
+	str := func(v string) { b = strconv.AppendQuote(b, v) }
+	num := func(v int64) { b = strconv.AppendInt(append(b, ' '), v, 10) }
 	for _, j := range s.jobs {
-		fmt.Fprintf(&b, "J%q|%q|%q|%q|%q|%q|%q|%s|%d|%q|%q|%q|%q|%d|%d\n", j.ID, j.Owner, j.Key, j.Kind, j.Provider,
-			j.Fingerprint, j.Params, j.State, j.Version, j.Result, j.CompletedBy, j.Reason, j.ReplacedBy, j.CreatedAt, j.ClosedAt)
-		for _, a := range j.Attempts {
-			fmt.Fprintf(&b, " A%q|%q|%q|%q|%s|%d|%d|%t|%d|%q|%d\n", a.ID, a.Provider, a.ProviderRef, a.Reason, a.State,
-				a.Seq, a.BaseVersion, a.Hedge, a.UpdatedAt, a.ClaimToken, a.ClaimedUntil)
+		b = append(b, 'J')
+		for _, v := range [...]string{j.ID, j.Owner, j.Key, j.Kind, j.Provider, j.Fingerprint, j.Params, string(j.State),
+			j.Result, j.CompletedBy, j.Reason, j.ReplacedBy} {
+			str(v)
 		}
+		num(j.Version)
+		num(j.CreatedAt)
+		num(j.ClosedAt)
+		for _, a := range j.Attempts {
+			b = append(b, "\n A"...)
+			for _, v := range [...]string{a.ID, a.Provider, a.ProviderRef, a.Reason, string(a.State), a.ClaimToken} {
+				str(v)
+			}
+			num(int64(a.Seq))
+			num(a.BaseVersion)
+			b = strconv.AppendBool(append(b, ' '), a.Hedge)
+			num(a.UpdatedAt)
+			num(a.ClaimedUntil)
+		}
+		b = append(b, '\n')
 	}
-	s.key = b.String()
+	s.key = string(b)
 	h := fnv.New64a()
-	h.Write([]byte(s.key))
+	h.Write(b)
 	s.hash = h.Sum64()
 	return s
 }
@@ -156,11 +171,10 @@ func (a *attempt) view(jobID string) jobs.Attempt {
 
 // normJSON returns raw in a canonical form (members sorted, no
 // insignificant space, numbers as written), for comparing results and
-// params as values: empty for nothing or null, raw itself if it is not
-// JSON.
+// params as values: empty for nothing, raw itself if it is not JSON.
 func normJSON(raw []byte) string {
 	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
+	if len(raw) == 0 {
 		return ""
 	}
 	d := json.NewDecoder(bytes.NewReader(raw))
