@@ -45,7 +45,8 @@ type Result struct {
 	Slowest          time.Duration // the longest check of one partition
 	Duration         time.Duration // the whole check
 
-	// Violations has one entry per partition that is not linearizable.
+	// Violations has one entry per partition that is not linearizable,
+	// the smallest first; the first three are traced.
 	Violations []Violation
 	// Undecided lists the partitions that could not be decided, and why.
 	Undecided []string
@@ -99,8 +100,9 @@ func (r Result) Report() string {
 	return b.String()
 }
 
-// Visualize writes porcupine's HTML visualization: of the partitions that
-// are not linearizable if there are any, else of the whole history (which
+// Visualize writes porcupine's HTML visualization: of the traced
+// partitions that are not linearizable if there are any, else of the
+// whole history (which
 // checks it again, with the details the visualization needs).
 func (r Result) Visualize(w io.Writer) error {
 	info := r.info
@@ -113,6 +115,10 @@ func (r Result) Visualize(w io.Writer) error {
 	}
 	return porcupine.Visualize(r.model, *info, w)
 }
+
+// maxExplained is how many partitions that are not linearizable are
+// traced, the smallest first.
+const maxExplained = 3
 
 // Options tune a check.
 type Options struct {
@@ -195,32 +201,38 @@ func (o Options) Check(h *history.History) Result {
 		}
 	}
 	if len(failing) > 0 {
+		// The details of the smallest failing partitions, for the traces
+		// and the visualization: their longest linearizable prefixes,
+		// which cost another search each.
+		slices.SortStableFunc(failing, func(a, b int) int { return len(results[a].ops) - len(results[b].ops) })
+		explained := failing[:min(len(failing), maxExplained)]
 		var ops []porcupine.Operation
-		for _, i := range failing {
+		for _, i := range explained {
 			ops = append(ops, results[i].ops...)
 		}
-		// The details of the failing partitions: their longest
-		// linearizable prefixes, for the traces and the visualization.
-		_, info := porcupine.CheckOperationsVerbose(r.model, ops, timeout*time.Duration(len(failing)))
+		_, info := porcupine.CheckOperationsVerbose(r.model, ops, timeout*time.Duration(len(explained)))
 		r.info = &info
 		partials := info.PartialLinearizationsOperations()
 		for k, i := range failing {
 			name := p.names[i]
-			var longest []porcupine.Operation
-			if k < len(partials) {
-				for _, l := range partials[k] {
-					if len(l) > len(longest) {
-						longest = l
-					}
-				}
-			}
 			v := Violation{Partition: name}
 			for _, c := range p.calls[name] {
-				if len(v.Ops) == 0 || v.Ops[len(v.Ops)-1].Seq != c.op.Seq || v.Ops[len(v.Ops)-1].Process != c.op.Process {
-					v.Ops = append(v.Ops, *c.op)
-				}
+				v.Ops = append(v.Ops, *c.op)
 			}
-			v.Trace = trace(name, p.calls[name], longest)
+			if k < len(explained) {
+				var longest []porcupine.Operation
+				if k < len(partials) {
+					for _, l := range partials[k] {
+						if len(l) > len(longest) {
+							longest = l
+						}
+					}
+				}
+				v.Trace = trace(name, p.calls[name], longest)
+			} else {
+				v.Trace = fmt.Sprintf("NOT LINEARIZABLE: %s: %d operations (not traced: the %d smallest partitions that are not linearizable are)\n",
+					name, len(v.Ops), maxExplained)
+			}
 			r.Violations = append(r.Violations, v)
 		}
 	}
