@@ -13,7 +13,12 @@ import (
 	"github.com/intentjobs/jobs/linearcheck"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m) }
+func TestMain(m *testing.M) {
+	if code, ok := child(); ok {
+		os.Exit(code)
+	}
+	testdb.Main(m)
+}
 
 // run is one recorded run: its directory, and the Sink of this process.
 type run struct {
@@ -26,7 +31,13 @@ type run struct {
 // newRun records the calls made to inner through the stores it hands out.
 func newRun(t *testing.T, inner jobs.Store) *run {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), "history")
+	return joinRun(t, inner, filepath.Join(t.TempDir(), "history"))
+}
+
+// joinRun records this process's calls into dir, where other processes
+// may have recorded theirs.
+func joinRun(t *testing.T, inner jobs.Store, dir string) *run {
+	t.Helper()
 	sink, err := history.NewSink(dir)
 	if err != nil {
 		t.Fatal(err)

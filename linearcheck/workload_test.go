@@ -142,12 +142,17 @@ func (w workload) worker(ctx context.Context, m *jobs.Manager, rng *rand.Rand, k
 	}
 	result := json.RawMessage(fmt.Sprintf(`{"by":%d}`, rng.IntN(1000)))
 	switch role {
-	case 0, 1, 2: // a runner; role 1 hedges
+	case 0, 1, 2: // a runner; roles 1 and 2 hedge past a running attempt
 		var opts []jobs.AttemptOption
-		if role == 1 {
+		if role > 0 {
 			opts = append(opts, jobs.Hedge())
 		}
 		a, err := m.StartAttempt(ctx, j.ID, "", opts...)
+		for try := 0; role > 0 && try < 3 && errors.Is(err, jobs.ErrAttemptInFlight); try++ {
+			// A hedge waits for the attempt in doubt to be acknowledged.
+			time.Sleep(time.Duration(1+rng.IntN(1000)) * time.Microsecond)
+			a, err = m.StartAttempt(ctx, j.ID, "", opts...)
+		}
 		if err != nil {
 			return
 		}
@@ -165,20 +170,36 @@ func (w workload) worker(ctx context.Context, m *jobs.Manager, rng *rand.Rand, k
 		default:
 			m.Complete(ctx, a.ID, result)
 		}
-	case 3: // an operator gives up, or cancels
+	case 3: // an operator cancels, or gives up, while attempts run
+		time.Sleep(time.Duration(rng.IntN(1000)) * time.Microsecond)
+		switch rng.IntN(4) {
+		case 0, 1:
+			m.CancelJob(ctx, j.ID, "operator")
+		case 2:
+			m.FailJob(ctx, j.ID, "given up")
+		default:
+			m.Get(ctx, j.ID)
+		}
+	case 4: // an operator cancels attempts, racing their results; or
+		// cancels the job, and the client submits it again at once,
+		// racing the outcome of its attempts
+		time.Sleep(time.Duration(rng.IntN(500)) * time.Microsecond)
 		if rng.IntN(2) == 0 {
 			m.CancelJob(ctx, j.ID, "operator")
-		} else {
-			m.FailJob(ctx, j.ID, "given up")
+			m.Submit(ctx, req)
+			return
 		}
-	case 4: // an operator cancels attempts, racing their results
 		as, _ := m.Attempts(ctx, j.ID)
 		for _, a := range as {
 			if a.State.Open() && rng.IntN(2) == 0 {
 				m.Cancel(ctx, a.ID, "out of band")
 			}
 		}
-	case 5: // readers
+	case 5: // the client again, a little later, and readers
+		time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+		if again, _, err := m.Submit(ctx, req); err == nil {
+			j = again
+		}
 		m.Get(ctx, j.ID)
 		m.GetByKey(ctx, "tenant", key)
 		m.Attempts(ctx, j.ID)
