@@ -123,6 +123,30 @@ func (s *staleReads) Job(ctx context.Context, id string) (jobs.Job, error) {
 	return j, err
 }
 
+// doubleClaim grants a claim that another reconciler's lease still
+// holds: a ClaimAttempt that finds the attempt claimed takes it anyway.
+type doubleClaim struct {
+	testdb.Store
+	db *sql.DB
+}
+
+func (s doubleClaim) ClaimAttempt(ctx context.Context, c jobs.AttemptClaim) (jobs.Attempt, bool, error) {
+	a, ok, err := s.Store.ClaimAttempt(ctx, c)
+	if ok || err != nil {
+		return a, ok, err
+	}
+	n, err := s.db.ExecContext(ctx, `UPDATE job_attempts SET claim_token = ?, claimed_until = ? WHERE id = ? AND state = ?
+		AND state IN ('starting', 'running', 'unknown')`, c.Token, c.Until.UnixMicro(), c.ID, string(c.State))
+	if err != nil {
+		return a, false, err
+	}
+	if rows, _ := n.RowsAffected(); rows == 0 {
+		return a, false, nil
+	}
+	a, err = s.Store.Attempt(ctx, c.ID)
+	return a, err == nil, err
+}
+
 // mustViolate fails the test unless res found the history not
 // linearizable with a trace that contains each of want. It logs the
 // report, and writes the visualization next to the history.
@@ -299,4 +323,12 @@ func TestBrokenStaleRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustViolate(t, r, r.check(), "Job(", "State pending; want succeeded")
+}
+
+func TestBrokenDoubleClaim(t *testing.T) {
+	t.Parallel()
+	sq := testdb.NewSQLite(t)
+	r := newRun(t, doubleClaim{sq, sq.DB()})
+	raceClaims(t, r, 4)
+	mustViolate(t, r, r.check(), "ClaimAttempt", "claimed = true; want false")
 }

@@ -34,7 +34,8 @@
 //
 // Where the contract names two refusals that both apply and no order
 // between them (a new attempt, or giving up, on a cancelled job whose
-// attempt is still open), either is accepted; where it names several
+// attempt is still open; a completion presenting a claim taken over, on
+// an attempt since resolved), either is accepted; where it names several
 // blocking attempts, a refusal may name any of them.
 //
 // What is compared, in each answer: the outcome (success, or the typed

@@ -343,15 +343,22 @@ func completeAttempt(s *state, c jobs.Completion, badJSON bool) []outcome {
 	}
 	j := &s.jobs[ji]
 	a := &j.Attempts[ai]
-	asStored := answer{job: ptr(j.view()), attempt: ptr(a.view(j.ID))}
+	asStored := func(r *refusal) outcome {
+		return outcome{s, answer{refusal: r, job: ptr(j.view()), attempt: ptr(a.view(j.ID))}}
+	}
+	// Both refusals leave the attempt and its job as they are; where both
+	// hold (a claim taken over on an attempt since resolved), the
+	// contract names no order.
+	var refusals []outcome
 	if claimLost(a, c.ClaimToken) {
-		asStored.refusal = &refusal{sentinel: "ErrClaimLost"}
-		return []outcome{{s, asStored}}
+		refusals = append(refusals, asStored(&refusal{sentinel: "ErrClaimLost"}))
 	}
 	if !a.State.Open() {
-		asStored.refusal = &refusal{sentinel: "ErrInvalidTransition",
-			transition: &jobs.TransitionError{AttemptID: a.ID, From: a.State, To: jobs.AttemptSucceeded}}
-		return []outcome{{s, asStored}}
+		refusals = append(refusals, asStored(&refusal{sentinel: "ErrInvalidTransition",
+			transition: &jobs.TransitionError{AttemptID: a.ID, From: a.State, To: jobs.AttemptSucceeded}}))
+	}
+	if len(refusals) > 0 {
+		return refusals
 	}
 	at := nanos(c.At)
 	if j.State == jobs.JobRunning && j.Version == a.BaseVersion && j.CompletedBy == "" {
