@@ -82,24 +82,35 @@ func (r *run) check() linearcheck.Result {
 }
 
 // mustBeLinearizable checks the run and fails the test with the report if
-// it is not linearizable, writing the visualization next to the history
-// and, since the test's directory goes, into the system's temporary
-// directory.
+// it is not linearizable, keeping the history (the test's directory goes)
+// in the system's temporary directory with the visualization next to it.
 func (r *run) mustBeLinearizable() linearcheck.Result {
 	r.t.Helper()
 	res := r.check()
 	if !res.Ok() {
 		r.t.Errorf("%s", res.Report())
-		r.visualize(res)
+		r.keep(res)
 	}
 	return res
 }
 
-func (r *run) visualize(res linearcheck.Result) string {
+// keep copies the run's history into a directory of the system's
+// temporary directory, writes the visualization next to it, and says
+// where.
+func (r *run) keep(res linearcheck.Result) {
 	r.t.Helper()
-	name := "linearcheck-" + strings.NewReplacer("/", "_", " ", "_").Replace(r.t.Name()) + "-" + time.Now().Format("150405.000") + ".html"
-	path := filepath.Join(os.TempDir(), name)
-	f, err := os.Create(path)
+	name := "linearcheck-" + strings.NewReplacer("/", "_", " ", "_").Replace(r.t.Name()) + "-" + time.Now().Format("150405.000")
+	dir := filepath.Join(os.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(r.dir, "*.jsonl"))
+	for _, f := range files {
+		if b, err := os.ReadFile(f); err == nil {
+			os.WriteFile(filepath.Join(dir, filepath.Base(f)), b, 0o644)
+		}
+	}
+	f, err := os.Create(filepath.Join(dir, "linearizability.html"))
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -107,6 +118,5 @@ func (r *run) visualize(res linearcheck.Result) string {
 	if err := res.Visualize(f); err != nil {
 		r.t.Errorf("visualize: %v", err)
 	}
-	r.t.Logf("visualization: %s", path)
-	return path
+	r.t.Logf("history and visualization kept in %s", dir)
 }
