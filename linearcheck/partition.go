@@ -99,7 +99,7 @@ func partition(h *history.History) *partitioned {
 		op := &h.Ops[i]
 		amb := ambiguousOp(op)
 		switch {
-		case op.ArgsError != "":
+		case op.ArgsError != "" || !hasArgs(op):
 			p.skipped[skipNoArgs]++
 			continue
 		case op.Method == history.RecordVerification || op.Method == history.Verifications || op.Method == history.NotifyClosed:
@@ -267,6 +267,30 @@ func normal(raw json.RawMessage) json.RawMessage {
 		return json.RawMessage(n)
 	}
 	return nil
+}
+
+// hasArgs reports whether op has the arguments its method needs.
+func hasArgs(op *history.Op) bool {
+	a := &op.Args
+	switch op.Method {
+	case history.CreateJob, history.CreateJobTx:
+		return a.Job != nil
+	case history.ReplaceJob:
+		return a.Replacement != nil
+	case history.CloseJob:
+		return a.Close != nil
+	case history.CreateAttempt:
+		return a.NewAttempt != nil
+	case history.UpdateAttempt:
+		return a.Update != nil
+	case history.CompleteAttempt:
+		return a.Completion != nil
+	case history.ClaimAttempt, history.RenewClaim:
+		return a.Claim != nil
+	case history.PurgeJobs:
+		return a.PurgeQuery != nil
+	}
+	return true
 }
 
 // newJob returns the ID of the job op creates: CreateJob's, CreateJobTx's
