@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 	"github.com/intentjobs/jobs/history/internal/capgen"
 	"github.com/intentjobs/jobs/memstore"
 )
@@ -174,7 +175,7 @@ func TestRecordedManagerAsInner(t *testing.T) {
 		if !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("%s: SubmitTx without TxStore: %v; want errors.ErrUnsupported", name, err)
 		}
-		_, err = (&jobs.Reconciler{Manager: m}).ReconcileOnce(ctx)
+		_, err = (&failover.Reconciler{Manager: m}).ReconcileOnce(ctx)
 		if !errors.Is(err, errors.ErrUnsupported) {
 			t.Errorf("%s: ReconcileOnce without ClaimStore: %v; want errors.ErrUnsupported", name, err)
 		}

@@ -38,11 +38,11 @@ func (s twoWinners) CompleteAttempt(ctx context.Context, c jobs.Completion) (job
 	if !errors.As(err, &lost) {
 		return j, a, err
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE jobs SET result = ?, completed_by = ?, version = version + 1 WHERE id = ?`,
+	if _, err := s.db.ExecContext(ctx, `UPDATE intentjobs_jobs SET result = ?, completed_by = ?, version = version + 1 WHERE id = ?`,
 		string(c.Result), c.AttemptID, j.ID); err != nil {
 		return j, a, err
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE job_attempts SET state = 'succeeded', reason = '' WHERE id = ?`, c.AttemptID); err != nil {
+	if _, err := s.db.ExecContext(ctx, `UPDATE intentjobs_attempts SET state = 'succeeded', reason = '' WHERE id = ?`, c.AttemptID); err != nil {
 		return j, a, err
 	}
 	j, _ = s.Store.Job(ctx, j.ID)
@@ -67,11 +67,11 @@ func (s lostWrite) CompleteAttempt(ctx context.Context, c jobs.Completion) (jobs
 	if err != nil {
 		return j, a, err
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE jobs SET state = 'running', result = NULL, completed_by = NULL,
+	if _, err := s.db.ExecContext(ctx, `UPDATE intentjobs_jobs SET state = 'running', result = NULL, completed_by = NULL,
 		version = version - 1, closed_at = NULL WHERE id = ?`, j.ID); err != nil {
 		return j, a, err
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE job_attempts SET state = ?, finished_at = NULL WHERE id = ?`,
+	if _, err := s.db.ExecContext(ctx, `UPDATE intentjobs_attempts SET state = ?, finished_at = NULL WHERE id = ?`,
 		string(before.State), c.AttemptID); err != nil {
 		return j, a, err
 	}
@@ -92,7 +92,7 @@ func (s keyFreed) ReplaceJob(ctx context.Context, r jobs.JobReplacement) (jobs.J
 	if !errors.As(err, &inFlight) {
 		return j, created, err
 	}
-	if _, err := s.db.ExecContext(ctx, `UPDATE jobs SET idempotency_key = ? WHERE id = ?`,
+	if _, err := s.db.ExecContext(ctx, `UPDATE intentjobs_jobs SET idempotency_key = ? WHERE id = ?`,
 		jobs.RetiredKey(r.New.Key, r.New.ID), r.OldID); err != nil {
 		return j, created, err
 	}
@@ -135,7 +135,7 @@ func (s doubleClaim) ClaimAttempt(ctx context.Context, c jobs.AttemptClaim) (job
 	if ok || err != nil {
 		return a, ok, err
 	}
-	n, err := s.db.ExecContext(ctx, `UPDATE job_attempts SET claim_token = ?, claimed_until = ? WHERE id = ? AND state = ?
+	n, err := s.db.ExecContext(ctx, `UPDATE intentjobs_attempts SET claim_token = ?, claimed_until = ? WHERE id = ? AND state = ?
 		AND state IN ('starting', 'running', 'unknown')`, c.Token, c.Until.UnixMicro(), c.ID, string(c.State))
 	if err != nil {
 		return a, false, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 	"github.com/intentjobs/jobs/invariant"
 )
 
@@ -62,22 +63,22 @@ type lookups struct {
 }
 
 func (p *lookups) Call(context.Context, jobs.Job, jobs.Attempt, func(string) error) (json.RawMessage, error) {
-	return nil, jobs.Definitive(errors.New("not called in these tests"))
+	return nil, failover.Definitive(errors.New("not called in these tests"))
 }
 
-func (p *lookups) Lookup(_ context.Context, a jobs.Attempt) (jobs.Outcome, error) {
+func (p *lookups) Lookup(_ context.Context, a jobs.Attempt) (failover.Outcome, error) {
 	p.mu.Lock()
 	n := p.rng.IntN(4)
 	p.mu.Unlock()
 	switch n {
 	case 0:
-		return jobs.Outcome{State: jobs.OutcomeSucceeded, Result: json.RawMessage(`{"looked_up":"` + a.ID + `"}`)}, nil
+		return failover.Outcome{State: failover.OutcomeSucceeded, Result: json.RawMessage(`{"looked_up":"` + a.ID + `"}`)}, nil
 	case 1:
-		return jobs.Outcome{State: jobs.OutcomeNotFound}, nil
+		return failover.Outcome{State: failover.OutcomeNotFound}, nil
 	case 2:
-		return jobs.Outcome{State: jobs.OutcomeFailed, Reason: "declined"}, nil
+		return failover.Outcome{State: failover.OutcomeFailed, Reason: "declined"}, nil
 	}
-	return jobs.Outcome{State: jobs.OutcomePending}, nil
+	return failover.Outcome{State: failover.OutcomePending}, nil
 }
 
 // drive runs the workload against the run's store.
@@ -92,7 +93,7 @@ func (w workload) drive(t *testing.T, r *run) {
 	var background sync.WaitGroup
 	for k := range w.reconcilers {
 		m := r.manager(fmt.Sprintf("reconciler-%d", k), options)
-		rec := &jobs.Reconciler{Manager: m, Providers: map[string]jobs.Provider{"p": &lookups{rng: rand.New(rand.NewPCG(w.seed, uint64(k)))}},
+		rec := &failover.Reconciler{Manager: m, Providers: map[string]failover.Provider{"p": &lookups{rng: rand.New(rand.NewPCG(w.seed, uint64(k)))}},
 			StaleAfter: time.Nanosecond, RecheckAfter: time.Nanosecond, LookupTimeout: time.Second, BatchSize: 8}
 		background.Go(func() {
 			for !stop.Load() {
