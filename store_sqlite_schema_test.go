@@ -126,6 +126,9 @@ func TestSQLiteMigrationKeepsForeignKeys(t *testing.T) {
 // them, and a run of them alone would grow the log without bound (about
 // 30 MB for the writes below).
 func TestSQLiteWritesKeepTheLogBounded(t *testing.T) {
+	if !testdb.Long() {
+		t.Skipf("a soak of thousands of writes: set %s=1 to run it", testdb.EnvLong)
+	}
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "jobs.db")

@@ -226,7 +226,7 @@ func testMarkUnknownRacesHedge(t *testing.T, newStore func(t testing.TB) jobs.St
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := e.with(t)
-			const rounds, callers = 24, 8
+			rounds, callers := size(24, 4), 8
 			for range rounds {
 				j := e.newJob()
 				a := e.running(j.ID)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -328,4 +329,14 @@ func (ev *events) has(want jobs.Event) bool {
 		}
 	}
 	return false
+}
+
+// size is full when JOBS_TEST_LONG is 1 (as in CI), quick otherwise: the
+// number of rounds of a race that repeats to make a rare interleaving
+// likely. Every round asserts the same; more rounds only find more.
+func size(full, quick int) int {
+	if os.Getenv("JOBS_TEST_LONG") == "1" {
+		return full
+	}
+	return quick
 }

@@ -43,6 +43,9 @@ func TestAnswersAsTheSQLStores(t *testing.T) {
 	if testing.Short() {
 		runs = min(runs, 10)
 	}
+	if !testdb.Long() && !isSet("twin.runs") {
+		runs = min(runs, 8)
+	}
 	for _, sql := range []struct {
 		name string
 		open func(t *testing.T) jobs.SQLStore
@@ -582,4 +585,11 @@ func (w *twin) check() {
 		}
 	}
 	w.prev = snap
+}
+
+// isSet reports whether the flag named name was given.
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -358,7 +358,9 @@ func (c *cli) withStore(ctx context.Context, mode openMode, fn func(ctx context.
 		return err
 	}
 	defer closeDB()
-	m, err := jobs.New(s, jobs.Options{})
+	// Writes that record an outcome run to their end whatever their
+	// caller does, bounded by WriteTimeout: --timeout bounds them too.
+	m, err := jobs.New(s, jobs.Options{WriteTimeout: c.timeout})
 	if err != nil {
 		return err
 	}

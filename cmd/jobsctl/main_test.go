@@ -31,7 +31,14 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	binary = filepath.Join(dir, "jobsctl")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+	// Built as this test binary was (with -race or not), so that the build
+	// reuses the packages the test's own build just compiled instead of
+	// compiling every dependency, cgo's SQLite included, a second time.
+	args := []string{"build", "-o", binary}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	if out, err := exec.Command("go", append(args, ".")...).CombinedOutput(); err != nil {
 		fmt.Fprintf(os.Stderr, "build jobsctl: %v\n%s", err, out)
 		os.Exit(1)
 	}

@@ -46,7 +46,22 @@ const (
 	// EnvRequirePostgres, set to 1, turns a missing or unreachable PostgreSQL
 	// from a skip into a failure. CI sets it.
 	EnvRequirePostgres = "JOBS_TEST_REQUIRE_POSTGRES"
+	// EnvLong, set to 1, runs the long tests at their full size: soaks,
+	// races of many rounds, bursts of thousands of requests. Without it
+	// they run smaller, so that `go test ./...` stays quick. CI sets it.
+	EnvLong = "JOBS_TEST_LONG"
 )
+
+// Long reports whether the long tests run at their full size (EnvLong).
+func Long() bool { return os.Getenv(EnvLong) == "1" }
+
+// Size is full when the long tests run at their full size, quick otherwise.
+func Size(full, quick int) int {
+	if Long() {
+		return full
+	}
+	return quick
+}
 
 // maxTestConns keeps parallel tests within PostgreSQL's default
 // max_connections of 100.

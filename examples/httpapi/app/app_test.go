@@ -174,7 +174,9 @@ func TestOverlongTokenIs401(t *testing.T) {
 // of them must still reach succeeded, none left pending in the store.
 func TestBurstBeyondTheQueueAllSucceed(t *testing.T) {
 	t.Parallel()
-	const n = 2000
+	// Beyond the queue, whatever its size: QueueSize jobs wait in memory,
+	// the rest in the store until the sweep hands them over.
+	n, queue := testdb.Size(2000, 300), testdb.Size(1024, 64)
 	for _, st := range []struct {
 		name string
 		open func(testing.TB) jobs.SQLStore
@@ -189,14 +191,14 @@ func TestBurstBeyondTheQueueAllSucceed(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			a := app.New(m, app.Options{WorkDelay: time.Millisecond, Workers: 8, Logger: slog.New(slog.DiscardHandler)})
+			a := app.New(m, app.Options{WorkDelay: time.Millisecond, Workers: 8, QueueSize: queue, Logger: slog.New(slog.DiscardHandler)})
 			srv := httptest.NewServer(a.Handler())
 			t.Cleanup(srv.Close)
 			client := srv.Client()
 			client.Transport.(*http.Transport).MaxIdleConnsPerHost = 64
 			t.Cleanup(client.CloseIdleConnections)
 
-			// 64 senders released together, 2,000 requests between them.
+			// 64 senders released together, n requests between them.
 			keys := make(chan int, n)
 			for i := range n {
 				keys <- i
