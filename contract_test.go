@@ -38,7 +38,7 @@ func TestCompleteChecksContract(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			before := f.ev.count(jobs.EventContractViolation)
+			before := f.ev.Count(jobs.EventContractViolation)
 			got, err := f.m.Complete(ctx, a.ID, json.RawMessage(tt.result))
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("%s: Complete error = %v, want %v", tt.name, err, tt.wantErr)
@@ -62,7 +62,7 @@ func TestCompleteChecksContract(t *testing.T) {
 			if att.State != jobs.AttemptFailed || !strings.Contains(att.Reason, "contract v1 violated") {
 				t.Errorf("%s: attempt %s (%q), want failed with the contract's reason", tt.name, att.State, att.Reason)
 			}
-			if n := f.ev.count(jobs.EventContractViolation) - before; n != 1 {
+			if n := f.ev.Count(jobs.EventContractViolation) - before; n != 1 {
 				t.Errorf("%s: %d contract violation events, want 1", tt.name, n)
 			}
 			// A retried call gets the same answer and changes nothing.

@@ -205,8 +205,8 @@ func TestIntentFields(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			for _, sc := range storeCases() {
-				store, _ := sc.open(t)
+			for _, sc := range testdb.StoreCases() {
+				store, _ := sc.Open(t)
 				ctx := context.Background()
 				m := jobstest.NewManager(t, store, jobs.Options{})
 				req := jobs.SubmitRequest{Owner: "o", Key: "k", Kind: "charge", Provider: "psp", IntentFields: intent,
@@ -223,13 +223,13 @@ func TestIntentFields(t *testing.T) {
 				switch {
 				case tc.replay:
 					if err != nil || created || got.ID != j.ID || string(got.Params) != string(j.Params) {
-						t.Fatalf("%s: %s, %v, %v; want job %s with the first params", sc.name, got.ID, created, err, j.ID)
+						t.Fatalf("%s: %s, %v, %v; want job %s with the first params", sc.Name, got.ID, created, err, j.ID)
 					}
 				case !errors.Is(err, tc.wantErr):
-					t.Fatalf("%s: %v, want %v", sc.name, err, tc.wantErr)
+					t.Fatalf("%s: %v, want %v", sc.Name, err, tc.wantErr)
 				}
 				if n := len(listJobs(t, store)); n != 1 {
-					t.Fatalf("%s: %d jobs, want the first one only", sc.name, n)
+					t.Fatalf("%s: %d jobs, want the first one only", sc.Name, n)
 				}
 			}
 		})

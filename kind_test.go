@@ -31,11 +31,11 @@ var charge = jobs.NewKind[chargeParams, chargeResult]("charge")
 // reads both back, on both stores.
 func TestKindRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, sc := range storeCases() {
-		t.Run(sc.name, func(t *testing.T) {
+	for _, sc := range testdb.StoreCases() {
+		t.Run(sc.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			store, _ := sc.open(t)
+			store, _ := sc.Open(t)
 			m := jobstest.NewManager(t, store, jobs.Options{Contracts: map[string]jobs.Contract{
 				charge.Name(): charge.Contract("v1", nil),
 			}})

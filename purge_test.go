@@ -709,7 +709,7 @@ func TestPurgeDuringRetriedCompletes(t *testing.T) {
 // past and silently purge nothing. Cutoffs at the edges of the range work.
 func TestPurgeRefusesCutoffOutsideSupportedYears(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
-		s, _ := sc.open(t)
+		s, _ := sc.Open(t)
 		m, err := jobs.New(s, jobs.Options{Logger: discard})
 		if err != nil {
 			t.Fatal(err)

@@ -51,7 +51,7 @@ var storableResults = []struct{ name, result string }{
 // it. A result at the edge of what is accepted is stored byte for byte.
 func TestCompleteRefusesUnstorableResultWritingNothing(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
-		s, _ := sc.open(t)
+		s, _ := sc.Open(t)
 		m, err := jobs.New(s, jobs.Options{Logger: discard, MaxResultBytes: 4096})
 		if err != nil {
 			t.Fatal(err)

@@ -148,7 +148,7 @@ func TestSQLiteWritesWaitForTheWriteLock(t *testing.T) {
 // write, which the other Submit holds, it would wait for itself.
 func TestSubmitTxWhileAnotherWriteWaitsForItsConnection(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
-		s, _ := sc.open(t)
+		s, _ := sc.Open(t)
 		store := s.(jobs.SQLStore)
 		db := store.DB()
 		db.SetMaxOpenConns(1) // PostgreSQL: one connection, like SQLite's writer

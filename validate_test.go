@@ -73,7 +73,7 @@ var idVerbs = []struct {
 // well-formed unknown ID is not found as before.
 func TestMalformedIDsAreNotFound(t *testing.T) {
 	forEachStore(t, func(t *testing.T, sc storeCase) {
-		s, _ := sc.open(t)
+		s, _ := sc.Open(t)
 		// A contract makes Complete read the attempt's kind first: one more
 		// path an ID travels.
 		m, err := jobs.New(s, jobs.Options{Logger: discard, Contracts: map[string]jobs.Contract{"k": summaryContract("v1")}})

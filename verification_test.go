@@ -85,7 +85,7 @@ func TestVerifyProvider(t *testing.T) {
 		if got, _ := f.m.Verifications(ctx, jobs.VerificationFilter{Provider: "zeta"}); len(got) != 0 {
 			t.Errorf("cancelled verification was recorded: %v", got)
 		}
-		if n := f.ev.count(jobs.EventProviderVerified); n != 1 {
+		if n := f.ev.Count(jobs.EventProviderVerified); n != 1 {
 			t.Errorf("%d provider verified events, want 1", n)
 		}
 	})
@@ -171,7 +171,7 @@ func TestFailoverNeedsVerification(t *testing.T) {
 		if _, err := f.m.StartAttempt(ctx, tj.ID, "beta"); err != nil {
 			t.Errorf("kind without a contract: %v", err)
 		}
-		if n := f.ev.count(jobs.EventAttemptRefused); n != 4 {
+		if n := f.ev.Count(jobs.EventAttemptRefused); n != 4 {
 			t.Errorf("%d refusal events, want 4", n)
 		}
 		f.checkInvariants(t)

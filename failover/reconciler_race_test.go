@@ -251,7 +251,7 @@ func TestReconcilerSlowLookupKeepsItsClaim(t *testing.T) {
 		if n := p.count(p.lookups, "alpha-req-1"); n != 1 {
 			t.Errorf("provider asked %d times", n)
 		}
-		if n := f.ev.count(failover.EventAttemptReconciled); n != 1 {
+		if n := f.ev.Count(failover.EventAttemptReconciled); n != 1 {
 			t.Errorf("%d reconciled events, want 1", n)
 		}
 		if got, _ := f.m.Get(ctx, j.ID); got.State != jobs.JobSucceeded || string(got.Result) != goodA {
@@ -311,7 +311,7 @@ func TestReconcilerLateAnswerAfterTakeoverIsRefused(t *testing.T) {
 				if got.State != tt.wantState {
 					t.Errorf("attempt %s (%s), want %s", got.State, got.Reason, tt.wantState)
 				}
-				if n := f.ev.count(failover.EventAttemptReconciled); n != tt.wantEvents {
+				if n := f.ev.Count(failover.EventAttemptReconciled); n != tt.wantEvents {
 					t.Errorf("%d reconciled events, want %d", n, tt.wantEvents)
 				}
 				job, _ := f.m.Get(ctx, j.ID)
@@ -397,7 +397,7 @@ func TestReconcilerYieldsToRunnersResultDuringLookup(t *testing.T) {
 				t.Errorf("%s: attempt %s (%s)", tt.name, got.State, got.Reason)
 			}
 		}
-		if n := f.ev.count(failover.EventAttemptReconciled); n != 0 {
+		if n := f.ev.Count(failover.EventAttemptReconciled); n != 0 {
 			t.Errorf("%d reconciled events for attempts the runner resolved", n)
 		}
 		f.checkInvariants(t)
@@ -478,13 +478,11 @@ func TestReconcilersRacingOverSlowLookupsResolveEachAttemptOnce(t *testing.T) {
 			t.Errorf("%d claims taken over while their reconciler was alive", report.TakenOver)
 		}
 		reconciled := map[string]int{}
-		f.ev.mu.Lock()
-		for _, ev := range f.ev.all {
+		for _, ev := range f.ev.Snapshot() {
 			if ev.Type == failover.EventAttemptReconciled {
 				reconciled[ev.AttemptID]++
 			}
 		}
-		f.ev.mu.Unlock()
 		for id, st := range want {
 			key := keys[id]
 			if n := p.count(p.lookups, key); n != 1 {

@@ -100,7 +100,7 @@ func TestReconcilerResolvesAttemptsWithoutReferenceOnlyByLookupByKey(t *testing.
 		if n := alpha.callCount(); n != calls {
 			t.Errorf("provider called %d times for %d jobs: an intent was executed twice", n, calls)
 		}
-		if n := f.ev.count(failover.EventAttemptReconciled); n != 4 {
+		if n := f.ev.Count(failover.EventAttemptReconciled); n != 4 {
 			t.Errorf("%d reconciled events, want 4", n)
 		}
 		f.checkInvariants(t)
@@ -189,10 +189,10 @@ func TestReconcilerLeavesAttemptItCannotLookUpToAnOperator(t *testing.T) {
 		if !strings.Contains(out, "level=WARN") || !strings.Contains(out, "attempt_id="+a.ID) || !strings.Contains(out, "job_id="+j.ID) {
 			t.Errorf("no warning naming the attempt and its job:\n%s", out)
 		}
-		if n := f.ev.count(failover.EventAttemptNeedsOperator); n != 2 {
+		if n := f.ev.Count(failover.EventAttemptNeedsOperator); n != 2 {
 			t.Errorf("%d needs-operator events, want one per report", n)
 		}
-		if n := f.ev.count(failover.EventAttemptReconciled); n != 0 {
+		if n := f.ev.Count(failover.EventAttemptReconciled); n != 0 {
 			t.Errorf("%d reconciled events for an attempt nobody resolved", n)
 		}
 		if _, err := r.Run(ctx, j.ID); !errors.Is(err, jobs.ErrAttemptInFlight) || alpha.callCount() != 1 {
@@ -442,9 +442,9 @@ func TestReconcilerAfterCancelJobRecordsWhatTheProviderDid(t *testing.T) {
 				}
 				warned := strings.Contains(logs.String(), "level=WARN") && strings.Contains(logs.String(), "result dropped") &&
 					strings.Contains(logs.String(), "attempt_id="+a.ID)
-				if warned != tt.dropped || (f.ev.count(jobs.EventResultDropped) == 1) != tt.dropped {
+				if warned != tt.dropped || (f.ev.Count(jobs.EventResultDropped) == 1) != tt.dropped {
 					t.Errorf("warning logged %v, %d %s events; want both only when the provider acted:\n%s",
-						warned, f.ev.count(jobs.EventResultDropped), jobs.EventResultDropped, logs.String())
+						warned, f.ev.Count(jobs.EventResultDropped), jobs.EventResultDropped, logs.String())
 				}
 
 				n, created, err := f.m.Submit(ctx, reuse)

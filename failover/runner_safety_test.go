@@ -384,7 +384,7 @@ func TestRunnerFailsOverOnlyPastAFailureItRecorded(t *testing.T) {
 				// Where the job has its winner, the Runner does not even
 				// ask the store for another attempt.
 				if tt.wantResult != "" && !tt.wantBeta {
-					if n := f.ev.count(jobs.EventAttemptRefused); n != 0 {
+					if n := f.ev.Count(jobs.EventAttemptRefused); n != 0 {
 						t.Errorf("%d attempts refused: the Runner tried to start one on a completed job", n)
 					}
 				}

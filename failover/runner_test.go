@@ -12,6 +12,7 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/failover"
+	"github.com/intentjobs/jobs/internal/testdb"
 	"github.com/intentjobs/jobs/jobstest"
 )
 
@@ -67,8 +68,8 @@ func TestRunnerHedgeRaceLaterStartEarlierFinishWins(t *testing.T) {
 		if a.ProviderRef != "alpha:"+a.ID || b.ProviderRef != "beta:"+b.ID {
 			t.Errorf("references %q %q not recorded", a.ProviderRef, b.ProviderRef)
 		}
-		if f.ev.count(jobs.EventRaceLost) != 1 || f.ev.count(failover.EventHedgeStarted) != 1 {
-			t.Errorf("events: %d lost races, %d hedges; want 1 each", f.ev.count(jobs.EventRaceLost), f.ev.count(failover.EventHedgeStarted))
+		if f.ev.Count(jobs.EventRaceLost) != 1 || f.ev.Count(failover.EventHedgeStarted) != 1 {
+			t.Errorf("events: %d lost races, %d hedges; want 1 each", f.ev.Count(jobs.EventRaceLost), f.ev.Count(failover.EventHedgeStarted))
 		}
 		if stored, _ := f.m.Get(context.Background(), j.ID); string(stored.Result) != goodB {
 			t.Errorf("stored result %s", stored.Result)
@@ -244,8 +245,8 @@ func TestRunnerTimeoutLeavesUnknownUntilReconciled(t *testing.T) {
 		if err != nil || got.State != jobs.JobSucceeded || string(got.Result) != goodA {
 			t.Errorf("after reconciling: %s %s, %v", got.State, got.Result, err)
 		}
-		if f.ev.count(failover.EventAttemptReconciled) != 1 {
-			t.Errorf("%d reconciled events", f.ev.count(failover.EventAttemptReconciled))
+		if f.ev.Count(failover.EventAttemptReconciled) != 1 {
+			t.Errorf("%d reconciled events", f.ev.Count(failover.EventAttemptReconciled))
 		}
 		f.checkInvariants(t)
 	})
@@ -365,7 +366,7 @@ func TestRunnerLogsRoutineSuccessAtDebug(t *testing.T) {
 	}{{slog.LevelInfo, false}, {slog.LevelDebug, true}} {
 		t.Run(tc.level.String(), func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, storeCases()[0])
+			f := newFixture(t, testdb.StoreCases()[0])
 			alpha := &fakeProvider{name: "alpha", clock: f.clock, delay: time.Second, result: json.RawMessage(goodA)}
 			var logs syncBuffer
 			r := f.newRunner(alpha, nil)
