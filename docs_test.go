@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"go/ast"
+	"go/format"
 	"go/importer"
 	"go/parser"
 	"go/token"
@@ -359,6 +360,52 @@ func goTool(t *testing.T) string {
 		t.Skipf("no go command: %v", err)
 	}
 	return p
+}
+
+// TestDocsCodeIsFormatted checks that every Go block of README.md and
+// docs/*.md is as gofmt would print it (a block of statements as gofmt
+// prints a function's body, one tab less).
+func TestDocsCodeIsFormatted(t *testing.T) {
+	t.Parallel()
+	for _, page := range docPages(t) {
+		for _, b := range goBlocks(t, page) {
+			got, err := b.formatted()
+			if err != nil {
+				continue // TestDocsCodeCompiles reports it
+			}
+			if got != b.code {
+				want, have := strings.Split(got, "\n"), strings.Split(b.code, "\n")
+				n := 0
+				for n < len(want) && n < len(have) && want[n] == have[n] {
+					n++
+				}
+				t.Errorf("%s:%d: not gofmt'ed; gofmt prints:\n%s", b.page, b.line+n, strings.Join(want[n:min(n+3, len(want))], "\n"))
+			}
+		}
+	}
+}
+
+// formatted returns b's code as gofmt prints it.
+func (b docBlock) formatted() (string, error) {
+	fset := token.NewFileSet()
+	if f, err := parser.ParseFile(fset, "", b.code, parser.PackageClauseOnly); err == nil && f.Name != nil {
+		out, err := format.Source([]byte(b.code))
+		return string(out), err
+	}
+	if out, err := format.Source([]byte("package doc\n\n" + b.code)); err == nil {
+		return strings.TrimPrefix(string(out), "package doc\n\n"), nil
+	}
+	out, err := format.Source([]byte("package doc\n\nfunc _() {\n" + b.code + "}\n"))
+	if err != nil {
+		return "", err
+	}
+	body := strings.TrimPrefix(string(out), "package doc\n\nfunc _() {\n")
+	body = strings.TrimSuffix(body, "}\n")
+	lines := strings.Split(body, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimPrefix(l, "\t")
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // TestDocsLinks checks that every relative link of README.md and
