@@ -54,7 +54,7 @@ func TestRetiredKey(t *testing.T) {
 	}
 }
 
-// Frees is the policy table of the README.
+// Frees is the policy table of docs/guide.md.
 func TestKeyReuseFrees(t *testing.T) {
 	t.Parallel()
 	states := []jobs.JobState{jobs.JobPending, jobs.JobRunning, jobs.JobSucceeded, jobs.JobFailed, jobs.JobCancelled}

@@ -80,7 +80,7 @@ func sqliteStatements(conn *sql.Conn, fn func(sqliteConnStatements) error) error
 // database/sql in between, as PostgreSQL's hot statements run on pgx's
 // (pgxQueryRow): database/sql wraps every statement in objects of its own
 // (the arguments converted into a new slice, a Rows, a Row, the result of
-// an Exec) and copies every value it scans, about five allocations a
+// an Exec) and copies every value it scans, several allocations a
 // statement, where the driver's own values can be taken as they are.
 // Arguments are converted as database/sql converts them (named), and a
 // row read must be scanned before the next statement runs: its values live

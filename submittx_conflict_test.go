@@ -77,7 +77,7 @@ func TestSubmitTxConflictInDeferredSQLiteTransaction(t *testing.T) {
 				t.Fatal(err)
 			}
 			// The caller's own handles: deferred transactions (the driver's
-			// default), the busy timeout the README asks for.
+			// default), and a busy timeout, as docs/stores.md asks of handles passed in.
 			open := func() *sql.DB {
 				db, err := sql.Open("sqlite3", "file:"+path+"?_busy_timeout=5000")
 				if err != nil {

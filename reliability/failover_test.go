@@ -365,7 +365,7 @@ func (run *failoverRun) waitForRejoin(t *testing.T, ctx context.Context) error {
 // sees no healthy standby (the standby is now being promoted), and the old
 // primary keeps acknowledging writes, replicated asynchronously, until it
 // is demoted (pg_auto_failover#774). Writes acknowledged in that
-// window may be lost: the asynchronous case of the README's table.
+// window may be lost: the asynchronous case of the table in docs/operations.md.
 func (run *failoverRun) asynchronous(t *testing.T) {
 	t.Helper()
 	for _, r := range run.records {

@@ -5,7 +5,7 @@
 //	go run ./examples/httpapi                    # embedded SQLite file httpapi.db
 //	go run ./examples/httpapi -postgres "$DSN"   # or JOBS_POSTGRES_DSN=… go run ./examples/httpapi
 //
-// Then open http://localhost:8080, or use curl (see the README).
+// Then open http://localhost:8080, or use curl (see docs/http.md).
 package main
 
 import (
