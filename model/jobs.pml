@@ -85,8 +85,8 @@
  * the provider's truth about a request, lookup answers, and store answers.
  * ------------------------------------------------------------------------ */
 mtype = {
-	pending, running, succeeded, failed, cancelled, purged,     /* jobs.state (purged: row deleted) */
-	starting, unknown, lost,                                    /* job_attempts.state, with running, succeeded, failed, cancelled, purged */
+	pending, running, succeeded, failed, cancelled, purged,     /* intentjobs_jobs.state (purged: row deleted) */
+	starting, unknown, lost,                                    /* intentjobs_attempts.state, with running, succeeded, failed, cancelled, purged */
 	acted, refused, fenced,                                     /* the provider's truth about one request (0: has not acted yet) */
 	o_pending, o_done, o_failed, o_notfound,                    /* Provider.Lookup answers (OutcomeState) */
 	ok, e_inflight, e_closed, e_lostrace, e_transition,         /* store answers: nil, ErrAttemptInFlight, ErrJobClosed, ErrLostRace, ErrInvalidTransition, */
@@ -94,22 +94,22 @@ mtype = {
 };
 
 /* ------------------------------------------------------------------------
- * Durable state: the database (tables jobs and job_attempts).
+ * Durable state: the database (tables intentjobs_jobs and intentjobs_attempts).
  * Job and attempt IDs are 1-based slot numbers; 0 means none / NULL.
  * ------------------------------------------------------------------------ */
-mtype jstate[NJ+1];     /* jobs.state; 0: slot unused */
-byte  jver[NJ+1];       /* jobs.version */
+mtype jstate[NJ+1];     /* intentjobs_jobs.state; 0: slot unused */
+byte  jver[NJ+1];       /* intentjobs_jobs.version */
 byte  jcb[NJ+1];        /* jobs.completed_by: the winning attempt, 0 = NULL */
 byte  jn[NJ+1];         /* jobs.attempt_count */
 byte  holder;           /* the job whose idempotency_key is the live key; 0 = key free.
                            A job that is not the holder and not purged holds a retired key. */
 byte  njobs;            /* job slots used so far */
 
-mtype astate[NA+1];     /* job_attempts.state; 0: slot unused */
-byte  ajob[NA+1];       /* job_attempts.job_id */
-byte  abase[NA+1];      /* job_attempts.base_version */
-bit   aprov[NA+1];      /* job_attempts.provider: 0 the job's target, 1 a verified fallback (failover) */
-byte  aclaim[NA+1];     /* job_attempts.claim_token: the reconciler's id, 0 = never claimed */
+mtype astate[NA+1];     /* intentjobs_attempts.state; 0: slot unused */
+byte  ajob[NA+1];       /* intentjobs_attempts.job_id */
+byte  abase[NA+1];      /* intentjobs_attempts.base_version */
+bit   aprov[NA+1];      /* intentjobs_attempts.provider: 0 the job's target, 1 a verified fallback (failover) */
+byte  aclaim[NA+1];     /* intentjobs_attempts.claim_token: the reconciler's id, 0 = never claimed */
 bit   alease[NA+1];     /* claimed_until > now: the claim's lease runs */
 bit   adrop[NA+1];      /* a result of this attempt was delivered and dropped (lost, or
                            cancelled because its job was closed): the provider acted */
@@ -466,9 +466,9 @@ inline CreateAttempt(j, p, hedge, a, r) {
 	CHECK_STORE()
 }
 
-/* Store.UpdateAttempt: pgUpdateAttempt (UPDATE job_attempts SET state = $to
+/* Store.UpdateAttempt: pgUpdateAttempt (UPDATE intentjobs_attempts SET state = $to
  * WHERE id = $1 AND state IN ($from..) AND ($token = '' OR claim_token = $token)),
- * the unique index job_attempts_one_in_doubt refusing a second attempt in
+ * the unique index intentjobs_attempts_one_in_doubt refusing a second attempt in
  * doubt. The from-sets are attemptSources (attempt.go). tok: a reconciler's
  * claim token; 0 for a runner's or an operator's write, which ignore claims. */
 inline UpdateAttempt(a, to, tok, r) {
@@ -561,7 +561,7 @@ inline CompleteAttempt(a, tok, r) {
 	CHECK_STORE()
 }
 
-/* Store.ClaimAttempt: pgClaimAttempt (UPDATE job_attempts SET claim_token,
+/* Store.ClaimAttempt: pgClaimAttempt (UPDATE intentjobs_attempts SET claim_token,
  * claimed_until WHERE id AND state = as listed AND (claimed_until IS NULL OR
  * claimed_until <= now)); StaleAttempts' listing is taken in the same step. */
 inline ClaimAttempt(a, me, r) {
@@ -576,7 +576,7 @@ inline ClaimAttempt(a, me, r) {
 	printf("MSC: R%d ClaimAttempt(attempt %d) -> %e\n", me, a, r)
 }
 
-/* Store.RenewClaim: pgRenewClaim (UPDATE job_attempts SET claimed_until WHERE
+/* Store.RenewClaim: pgRenewClaim (UPDATE intentjobs_attempts SET claimed_until WHERE
  * id = $1 AND claim_token = $2): the reconciler's postpone. */
 inline RenewClaim(a, me, r) {
 #ifdef LEASES

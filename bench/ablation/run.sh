@@ -15,7 +15,7 @@
 #
 # The variants (files NAME.sql, with $1 the attempt, $2 the result, $3 the
 # time, $4 a claim token, $5-$7 the pieces of the loser's reason):
-#   library               pgCompleteAttempt of cas.go, the one statement the
+#   library               pgCompleteAttempt of store_postgres_sql.go, the one statement the
 #                         store runs where it cannot send two together (plus a
 #                         last column, whether the attempt won)
 #   library-narrow        the same, returning 4 columns of the job, not 16
