@@ -109,3 +109,23 @@ func openStoreAt(t testing.TB, dsn string, opts ...mysql.Option) *mysql.Store {
 }
 
 var _ jobs.Store = (*mysql.Store)(nil)
+
+// release runs fn in n goroutines that all start at the same moment, and
+// waits for them.
+func release(n int, fn func(i int)) {
+	var ready, done sync.WaitGroup
+	gate := make(chan struct{})
+	ready.Add(n)
+	done.Add(n)
+	for i := range n {
+		go func() {
+			defer done.Done()
+			ready.Done()
+			<-gate
+			fn(i)
+		}()
+	}
+	ready.Wait()
+	close(gate)
+	done.Wait()
+}
