@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 func newManager(t testing.TB, s jobs.Store) (*jobs.Manager, *jobstest.Clock) {
 	t.Helper()
 	clock := jobstest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC))
-	return jobstest.NewManager(t, s, jobs.Options{Clock: clock}), clock
+	return jobstest.NewManager(t, s, jobs.Options{Clock: clock, Logger: slog.New(slog.DiscardHandler)}), clock
 }
 
 func charge(owner, key string) jobs.SubmitRequest {
