@@ -196,15 +196,13 @@ func (s *Store) CompleteAttempt(ctx context.Context, c jobs.Completion) (jobs.Jo
 		}
 		at := stored(c.At)
 		if j.State == jobs.JobRunning && j.CompletedBy == "" && j.Version == a.BaseVersion {
-			res, err := tx.ExecContext(ctx, qCompleteJob, string(c.Result), a.ID, dbTime(at), dbTime(at), j.ID, j.Version)
+			t := dbTime(at)
+			res, err := tx.ExecContext(ctx, qCompleteJob, string(c.Result), t, t, t, t, j.ID, j.Version, a.ID)
 			if err != nil {
 				return err
 			}
-			if n, err := res.RowsAffected(); err != nil || n != 1 {
+			if n, err := res.RowsAffected(); err != nil || n != 2 {
 				return fmt.Errorf("jobs/mysql: the compare-and-swap of job %s changed %d rows under its lock (%v)", j.ID, n, err)
-			}
-			if _, err := tx.ExecContext(ctx, qAttemptFate, string(jobs.AttemptSucceeded), a.Reason, dbTime(at), dbTime(at), a.ID); err != nil {
-				return err
 			}
 			j.State, j.Result, j.CompletedBy, j.Version = jobs.JobSucceeded, c.Result, a.ID, j.Version+1
 			j.UpdatedAt, j.ClosedAt = at, at

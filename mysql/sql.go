@@ -92,9 +92,12 @@ const qUpdateAttempt = `UPDATE intentjobs_attempts SET state = ?, provider_ref =
 // checked on them, so that the statement alone could never complete a job
 // twice.
 const (
-	qCompleteJob = `UPDATE intentjobs_jobs SET state = 'succeeded', result = ?, completed_by = ?, version = version + 1,
-    updated_at = ?, closed_at = ?
-    WHERE id = ? AND version = ? AND completed_by IS NULL AND state = 'running'`
+	// The winner's job and attempt in one statement: two rows change.
+	qCompleteJob = `UPDATE intentjobs_jobs j, intentjobs_attempts a
+    SET j.state = 'succeeded', j.result = ?, j.completed_by = a.id, j.version = j.version + 1,
+        j.updated_at = ?, j.closed_at = ?, a.state = 'succeeded', a.updated_at = ?, a.finished_at = ?
+    WHERE j.id = ? AND j.version = ? AND j.completed_by IS NULL AND j.state = 'running'
+      AND a.id = ? AND a.job_id = j.id AND a.state IN ('starting', 'running', 'unknown')`
 
 	qAttemptFate = `UPDATE intentjobs_attempts SET state = ?, reason = ?, updated_at = ?, finished_at = ? WHERE id = ?`
 )
