@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/intentjobs/jobs"
@@ -17,6 +18,28 @@ import (
 // The insert waits for a concurrent transaction that inserted the same
 // key, and finds its row if that commits.
 func (s *Store) CreateJob(ctx context.Context, j jobs.Job) (jobs.Job, bool, error) {
+	if s.keys.takenKeys() {
+		// A storm of retries: the read of the key first, one round trip
+		// where a refused insert and the read take two. A miss falls
+		// through to the insert, which decides.
+		got, err := s.JobByKey(ctx, j.Owner, j.Key)
+		if err == nil {
+			s.keys.record(false)
+			return got, false, nil
+		}
+		if !errors.Is(err, jobs.ErrNotFound) {
+			return jobs.Job{}, false, err
+		}
+	}
+	got, created, err := s.createJob(ctx, j)
+	if err == nil {
+		s.keys.record(created)
+	}
+	return got, created, err
+}
+
+// createJob inserts j, or reads the job that holds its key.
+func (s *Store) createJob(ctx context.Context, j jobs.Job) (jobs.Job, bool, error) {
 	for range s.cfg.maxRetries {
 		var created bool
 		err := s.retrying(ctx, "create job", func() error {
@@ -153,7 +176,7 @@ func (s *Store) ReplaceJob(ctx context.Context, r jobs.JobReplacement) (jobs.Job
 	if retired {
 		return newJob(n), true, nil
 	}
-	return s.CreateJob(ctx, n)
+	return s.createJob(ctx, n)
 }
 
 // Job implements jobs.Store.
@@ -272,4 +295,27 @@ func (s *Store) ListJobs(ctx context.Context, q jobs.JobQuery) ([]jobs.Job, erro
 	b.WriteString(order)
 	args = append(args, limit)
 	return queryAll(ctx, s.db, "list jobs", scanJob, b.String(), args...)
+}
+
+// keyStreak follows the keys CreateJob meets: taken ones in a row (n < 0,
+// down to -keyStreakLength) or new ones (n > 0). Past a streak of taken
+// keys (retries, a storm on one key) CreateJob reads the key before it
+// inserts; the first new key ends the streak.
+type keyStreak struct{ n atomic.Int32 }
+
+const keyStreakLength = 4
+
+func (k *keyStreak) takenKeys() bool { return k.n.Load() <= -keyStreakLength }
+
+func (k *keyStreak) record(created bool) {
+	switch n := k.n.Load(); {
+	case created && n < 0:
+		k.n.Store(1)
+	case created && n < keyStreakLength:
+		k.n.Add(1)
+	case !created && n > 0:
+		k.n.Store(-1)
+	case !created && n > -keyStreakLength:
+		k.n.Add(-1)
+	}
 }

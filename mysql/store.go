@@ -19,6 +19,7 @@ type Store struct {
 	srv    *server
 	cfg    config
 	notify *poller
+	keys   keyStreak // CreateJob's recent keys
 
 	closeOnce sync.Once
 }
