@@ -25,7 +25,7 @@ func (s *Store) StaleAttempts(ctx context.Context, q jobs.StaleQuery) ([]jobs.At
 		unclaimed = endOfTime
 	}
 	return queryAll(ctx, s.db, "list stale attempts", scanAttempt, qStaleAttempts,
-		dbTime(q.UnknownBefore), dbTime(q.OpenBefore), dbTime(unclaimed), limit)
+		boundTime(q.UnknownBefore), boundTime(q.OpenBefore), dbTime(unclaimed), limit)
 }
 
 // ClaimAttempt implements jobs.ClaimStore: under the attempt's row lock,
@@ -121,7 +121,7 @@ func (s *Store) Verifications(ctx context.Context, f jobs.VerificationFilter) ([
 // a job or one of its attempts keeps that job for a later batch.
 func (s *Store) PurgeJobs(ctx context.Context, q jobs.PurgeQuery) (jobs.PurgeCount, error) {
 	var n jobs.PurgeCount
-	before := dbTime(q.Before)
+	before := boundTime(q.Before)
 	if q.DryRun {
 		err := s.db.QueryRowContext(ctx, qCountPurgeable, before, before).Scan(&n.Jobs, &n.Attempts)
 		return n, interpret("purge", err)

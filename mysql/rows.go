@@ -31,6 +31,16 @@ func dbTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05.000000")
 }
 
+// boundTime is dbTime(t) for a bound of a comparison: the zero time, which
+// no stored time precedes, is the first time DATETIME holds on both
+// servers.
+func boundTime(t time.Time) string {
+	if t.IsZero() {
+		return "1000-01-01 00:00:00.000000"
+	}
+	return dbTime(t)
+}
+
 // nullTime is dbTime(t), or NULL for the zero time.
 func nullTime(t time.Time) any {
 	if t.IsZero() {
