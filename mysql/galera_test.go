@@ -17,6 +17,7 @@ import (
 	gomysql "github.com/go-sql-driver/mysql"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/jobstest"
 	"github.com/intentjobs/jobs/mysql"
 )
 
@@ -364,4 +365,31 @@ func TestGaleraNodeKilledUnderLoad(t *testing.T) {
 	for _, s := range g.stores {
 		checkInvariants(t, s)
 	}
+}
+
+// The whole conformance suite on the cluster: each case on a database of
+// its own, through one of the nodes in turn.
+func TestGaleraConformance(t *testing.T) {
+	dsns, ctl := galeraDSNs(t)
+	galeraCtl(t, ctl, "up")
+	var next atomic.Int64
+	jobstest.Run(t, func(t testing.TB) jobs.Store {
+		node := int(next.Add(1)) % len(dsns)
+		dsn := newDatabase(t, dsns[node])
+		var s *mysql.Store
+		var err error
+		for try := 0; ; try++ {
+			s, err = mysql.Open(context.Background(), dsn)
+			if err == nil || try == 50 {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("open on node %d: %v", node+1, err)
+		}
+		s.DB().SetMaxOpenConns(16)
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
 }
