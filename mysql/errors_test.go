@@ -117,6 +117,17 @@ func waitForLockWait(t testing.TB, db *sql.DB, dbName string) int64 {
 	}
 }
 
+// withDB returns dsn naming the database name instead.
+func withDB(t testing.TB, dsn, name string) string {
+	t.Helper()
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DBName = name
+	return cfg.FormatDSN()
+}
+
 func dbName(t testing.TB, dsn string) string {
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
