@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/url"
 	"testing"
 	"time"
@@ -195,7 +196,7 @@ func TestInDoubtPutsWhatNeedsAnOperatorFirst(t *testing.T) {
 		}
 		// beta cannot look its request up: it needs an operator.
 		e.clock.Advance(time.Hour)
-		rec := &failover.Reconciler{Manager: e.m, Providers: map[string]failover.Provider{"beta": unsupportedProvider{}}}
+		rec := &failover.Reconciler{Manager: e.m, Logger: slog.New(slog.DiscardHandler), Providers: map[string]failover.Provider{"beta": unsupportedProvider{}}}
 		if _, err := rec.ReconcileAttempt(e.ctx, as[1].ID); err != nil {
 			t.Fatal(err)
 		}
