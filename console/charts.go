@@ -104,4 +104,3 @@ func (h *Handler) providersView(rep inspect.ProvidersReport, p Principal) provid
 	}
 	return d
 }
-

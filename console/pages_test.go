@@ -93,7 +93,7 @@ func TestSearch(t *testing.T) {
 		for q, want := range map[string]string{
 			"/console/search?q=" + j.ID:                 page,
 			"/console/search?q=" + a.ID:                 page + "#" + a.ID,
-			"/console/search?q=ch_3Nx":                   page + "#" + a.ID,
+			"/console/search?q=ch_3Nx":                  page + "#" + a.ID,
 			"/console/search?owner=alice&key=order-7":   page,
 			"/console/search?q=+" + j.ID + "+":          page,
 			"/console/search?owner=alice&key=order-404": "",
