@@ -245,3 +245,11 @@ func (r response) want(t *testing.T, code int, contains ...string) {
 		}
 	}
 }
+
+// crossSite is a POST of form to the console from another site.
+func crossSite(form url.Values) *http.Request {
+	r := httptest.NewRequest("POST", "/console/actions", strings.NewReader(form.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	r.Header.Set("Sec-Fetch-Site", "cross-site")
+	return r
+}
