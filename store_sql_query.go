@@ -83,6 +83,29 @@ func (b *sqlQuery) page(after string, newest bool, limit int) string {
 	return order + " LIMIT " + b.arg(limit)
 }
 
+// idFloor is the least ID that newID makes with prefix at t's millisecond
+// or later: IDs begin with their creation's millisecond.
+func idFloor(prefix string, t time.Time) string {
+	id := newID(prefix, t)
+	return id[:len(prefix)+10] + "0000000000000000"
+}
+
+// created adds the bounds of an age filter: on the column created_at, and
+// the same on the primary key, which sorts by creation time to the
+// millisecond (the Manager makes every ID with newID at the time it
+// records as created_at), so that a page of old jobs does not walk the
+// index through every newer one.
+func (b *sqlQuery) created(prefix string, after, before time.Time) {
+	if !after.IsZero() {
+		b.cond("created_at >= " + b.time(after))
+		b.cond("id >= " + b.arg(idFloor(prefix, after)))
+	}
+	if !before.IsZero() {
+		b.cond("created_at < " + b.time(before))
+		b.cond("id < " + b.arg(idFloor(prefix, before.Add(time.Millisecond))))
+	}
+}
+
 // jobFilters adds q's filters, but not its page.
 func (b *sqlQuery) jobFilters(q JobQuery) {
 	if q.Owner != "" {
@@ -99,12 +122,7 @@ func (b *sqlQuery) jobFilters(q JobQuery) {
 	if q.Provider != "" {
 		b.cond("provider = " + b.arg(q.Provider))
 	}
-	if !q.CreatedAfter.IsZero() {
-		b.cond("created_at >= " + b.time(q.CreatedAfter))
-	}
-	if !q.CreatedBefore.IsZero() {
-		b.cond("created_at < " + b.time(q.CreatedBefore))
-	}
+	b.created(jobPrefix, q.CreatedAfter, q.CreatedBefore)
 }
 
 // listJobsQuery is the statement of ListJobs, unqualified.
@@ -143,12 +161,7 @@ func listAttemptsQuery(d Dialect, q AttemptQuery) (string, []any) {
 		b.cond("state IN ('starting', 'unknown')")
 	}
 	b.in("state", states)
-	if !q.CreatedAfter.IsZero() {
-		b.cond("created_at >= " + b.time(q.CreatedAfter))
-	}
-	if !q.CreatedBefore.IsZero() {
-		b.cond("created_at < " + b.time(q.CreatedBefore))
-	}
+	b.created(attemptPrefix, q.CreatedAfter, q.CreatedBefore)
 	tail := b.page(q.After, q.Newest, q.Limit)
 	return "SELECT " + attemptCols + " FROM intentjobs_attempts" + b.whereClause() + tail, b.args
 }
