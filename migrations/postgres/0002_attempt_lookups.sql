@@ -10,8 +10,11 @@ ALTER TABLE intentjobs_attempts
 
 -- Attempts by their provider's reference, to find the intent behind a
 -- provider's request (AttemptLister). Partial: an attempt enters it when
--- its reference is recorded, and an insert writes nothing to it.
-CREATE INDEX intentjobs_attempts_provider_ref_idx ON intentjobs_attempts (provider_ref)
+-- its reference is recorded, and an insert writes nothing to it. Building
+-- it blocks writes to the attempts for as long as it takes; on a large
+-- table, build it first with CREATE INDEX CONCURRENTLY and this name, and
+-- the migration leaves it as it is.
+CREATE INDEX IF NOT EXISTS intentjobs_attempts_provider_ref_idx ON intentjobs_attempts (provider_ref)
     WHERE provider_ref <> '';
 
 INSERT INTO intentjobs_schema_migrations (version, name, applied_at)

@@ -10,7 +10,7 @@ ALTER TABLE intentjobs_attempts ADD COLUMN lookup_answer TEXT NOT NULL DEFAULT '
 -- Attempts by their provider's reference, to find the intent behind a
 -- provider's request (AttemptLister). Partial: an attempt enters it when
 -- its reference is recorded, and an insert writes nothing to it.
-CREATE INDEX intentjobs_attempts_provider_ref_idx ON intentjobs_attempts (provider_ref)
+CREATE INDEX IF NOT EXISTS intentjobs_attempts_provider_ref_idx ON intentjobs_attempts (provider_ref)
     WHERE provider_ref <> '';
 
 INSERT INTO intentjobs_schema_migrations (version, name, applied_at)
