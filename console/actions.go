@@ -40,6 +40,10 @@ func actionOwner(jobID string) string { return "console/" + jobID }
 // longer allowed.
 const refusedPrefix = "refused: "
 
+// actionTimeout bounds how long an action may take, a lookup at the
+// provider included.
+const actionTimeout = time.Minute
+
 // maxReason bounds an operator's reason.
 const maxReason = 1000
 
@@ -251,7 +255,12 @@ func (h *Handler) serveAction(w http.ResponseWriter, r *http.Request, p Principa
 		h.failErr(w, r, p, err)
 		return
 	}
-	if err := h.execute(r.Context(), rec, a, j); err != nil {
+	// Once begun, an action runs to its end even if the browser goes away
+	// (a double click abandons the first request): its outcome is what the
+	// next request of the same form shows.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), actionTimeout)
+	defer cancel()
+	if err := h.execute(ctx, rec, a, j); err != nil {
 		h.failErr(w, r, p, err)
 		return
 	}
