@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -211,13 +212,5 @@ func (h *Handler) authorized(fn func(w http.ResponseWriter, r *http.Request, p P
 
 // maysee reports whether p may see the jobs of owner.
 func (p Principal) maysee(owner string) bool {
-	if p.Owners == nil {
-		return true
-	}
-	for _, o := range p.Owners {
-		if o == owner {
-			return true
-		}
-	}
-	return false
+	return p.Owners == nil || slices.Contains(p.Owners, owner)
 }

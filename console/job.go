@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -212,5 +211,3 @@ func errorText(err error) string {
 	}
 	return s
 }
-
-var _ = errors.New

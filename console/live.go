@@ -98,7 +98,7 @@ func (h *Handler) signer(r *http.Request, p Principal) (func(context.Context) (s
 		}, nil
 	case "in-doubt":
 		return func(ctx context.Context) (string, error) {
-			ds, err := h.in.InDoubt(ctx, 200, p.Owners)
+			ds, err := h.in.InDoubt(ctx, inspect.InDoubtQuery{Limit: 200, Owners: p.Owners})
 			if err != nil {
 				return "", err
 			}

@@ -13,10 +13,6 @@ import (
 	"github.com/intentjobs/jobs/inspect"
 )
 
-var errUnsupported = errors.ErrUnsupported
-
-func errorsIs(err, target error) bool { return errors.Is(err, target) }
-
 // scope applies p's owners to f: an actor limited to some owners lists
 // one of them at a time, the one asked for or the first.
 func scope(p Principal, f *inspect.Filter) error {
@@ -160,7 +156,7 @@ func (h *Handler) serveSearch(w http.ResponseWriter, r *http.Request, p Principa
 
 // serveInDoubt lists the attempts in doubt.
 func (h *Handler) serveInDoubt(w http.ResponseWriter, r *http.Request, p Principal) {
-	ds, err := h.in.InDoubt(r.Context(), 200, p.Owners)
+	ds, err := h.in.InDoubt(r.Context(), inspect.InDoubtQuery{Limit: 200, Owners: p.Owners})
 	if err != nil {
 		h.failErr(w, r, p, err)
 		return

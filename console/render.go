@@ -3,6 +3,7 @@ package console
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -87,11 +88,11 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, p Principal, stat
 // otherwise (logged, not shown).
 func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, p Principal, err error) {
 	switch {
-	case errorsIs(err, jobs.ErrNotFound):
+	case errors.Is(err, jobs.ErrNotFound):
 		h.fail(w, r, p, http.StatusNotFound, "Nothing by that name.")
-	case errorsIs(err, jobs.ErrInvalidInput):
+	case errors.Is(err, jobs.ErrInvalidInput):
 		h.fail(w, r, p, http.StatusBadRequest, err.Error())
-	case errorsIs(err, errUnsupported):
+	case errors.Is(err, errors.ErrUnsupported):
 		h.fail(w, r, p, http.StatusNotImplemented, "The store cannot answer this: "+err.Error())
 	default:
 		h.log.ErrorContext(r.Context(), "console: request failed", "path", r.URL.Path, "error", err)

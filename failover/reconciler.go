@@ -227,7 +227,7 @@ func (r *Reconciler) resolve(ctx context.Context, rs jobs.ClaimStore, c claim, r
 	if p == nil {
 		err := fmt.Errorf("failover: reconcile attempt %s: no provider %q configured", a.ID, a.Provider)
 		rep.Errors = append(rep.Errors, err)
-		r.recordLookup(ctx, a, "error: "+err.Error(), rep)
+		r.recordLookup(ctx, a, AnswerError+err.Error(), rep)
 		r.postpone(ctx, rs, c, recheck, rep)
 		return
 	}
@@ -263,14 +263,21 @@ func (r *Reconciler) resolve(ctx context.Context, rs jobs.ClaimStore, c claim, r
 	}
 }
 
-// answer is what a lookup's outcome and error are recorded as
-// (jobs.AttemptLookup.Answer).
+// How a Reconciler records the answer to a lookup (jobs.AttemptLookup.Answer):
+// the provider's OutcomeState ("pending", "succeeded", "not_found"),
+// "failed: " and its reason, or one of these prefixes and the error.
+const (
+	AnswerUnsupported = "unsupported: " // the provider cannot look the request up (ErrLookupUnsupported): only an operator can resolve the attempt
+	AnswerError       = "error: "       // the lookup failed; it is asked again later
+)
+
+// answer is what a lookup's outcome and error are recorded as.
 func answer(out Outcome, err error) string {
 	switch {
 	case errors.Is(err, ErrLookupUnsupported):
-		return "unsupported: " + err.Error()
+		return AnswerUnsupported + err.Error()
 	case err != nil:
-		return "error: " + err.Error()
+		return AnswerError + err.Error()
 	case out.State == OutcomeFailed && out.Reason != "":
 		return "failed: " + out.Reason
 	}

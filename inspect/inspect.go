@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/intentjobs/jobs"
+	"github.com/intentjobs/jobs/failover"
 )
 
 // Inspector answers operators' questions about the jobs of one Manager's
@@ -255,26 +256,36 @@ type Doubt struct {
 	NeedsOperator bool
 }
 
-// InDoubt lists up to limit attempts that are starting or unknown, the
-// ones that need an operator first, then the oldest. With owners not nil,
-// only those of jobs of these owners. It reads them with the store's
-// jobs.AttemptLister, or else its jobs.ClaimStore.
-func (in *Inspector) InDoubt(ctx context.Context, limit int, owners []string) ([]Doubt, error) {
+// InDoubtQuery says which attempts in doubt InDoubt lists.
+type InDoubtQuery struct {
+	Limit int // at most this many; 0 means DefaultLimit
+	// Owners, if not nil, keeps the attempts of jobs of these owners only.
+	Owners []string
+}
+
+// maxInDoubt bounds how many attempts in doubt InDoubt reads to sort them.
+const maxInDoubt = 1000
+
+// InDoubt lists the attempts that are starting or unknown, the ones that
+// need an operator first, then the oldest, each with its job. It reads
+// them with the store's jobs.AttemptLister, or else its jobs.ClaimStore,
+// at most the 1000 oldest; it reads the jobs of those it returns only.
+func (in *Inspector) InDoubt(ctx context.Context, q InDoubtQuery) ([]Doubt, error) {
+	limit := q.Limit
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
 	now := in.m.Now()
 	var as []jobs.Attempt
-	const scan = 1000 // attempts read, at most, to sort and scope
 	switch s := in.store.(type) {
 	case jobs.AttemptLister:
 		var err error
-		as, err = s.ListAttempts(ctx, jobs.AttemptQuery{States: []jobs.AttemptState{jobs.AttemptStarting, jobs.AttemptUnknown}, Limit: scan})
+		as, err = s.ListAttempts(ctx, jobs.AttemptQuery{States: []jobs.AttemptState{jobs.AttemptStarting, jobs.AttemptUnknown}, Limit: maxInDoubt})
 		if err != nil {
 			return nil, err
 		}
 	case jobs.ClaimStore:
-		all, err := s.StaleAttempts(ctx, jobs.StaleQuery{UnknownBefore: now.Add(time.Nanosecond), OpenBefore: now.Add(time.Nanosecond), Limit: scan})
+		all, err := s.StaleAttempts(ctx, jobs.StaleQuery{UnknownBefore: now.Add(time.Nanosecond), OpenBefore: now.Add(time.Nanosecond), Limit: maxInDoubt})
 		if err != nil {
 			return nil, err
 		}
@@ -300,23 +311,13 @@ func (in *Inspector) InDoubt(ctx context.Context, limit int, owners []string) ([
 			states[r.AttemptID] = r
 		}
 	}
-	out := make([]Doubt, 0, len(as))
-	for _, a := range as {
-		j, err := in.m.Get(ctx, a.JobID)
-		if errors.Is(err, jobs.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		if owners != nil && !slices.Contains(owners, j.Owner) {
-			continue
-		}
+	ds := make([]Doubt, len(as))
+	for i, a := range as {
 		r := states[a.ID]
-		out = append(out, Doubt{Attempt: a, Job: j, Reconcile: r, Age: now.Sub(a.CreatedAt),
-			NeedsOperator: strings.HasPrefix(r.LookupAnswer, "unsupported:")})
+		ds[i] = Doubt{Attempt: a, Reconcile: r, Age: now.Sub(a.CreatedAt),
+			NeedsOperator: strings.HasPrefix(r.LookupAnswer, failover.AnswerUnsupported)}
 	}
-	slices.SortStableFunc(out, func(x, y Doubt) int {
+	slices.SortStableFunc(ds, func(x, y Doubt) int {
 		if x.NeedsOperator != y.NeedsOperator {
 			if x.NeedsOperator {
 				return -1
@@ -325,5 +326,23 @@ func (in *Inspector) InDoubt(ctx context.Context, limit int, owners []string) ([
 		}
 		return cmp.Or(x.Attempt.CreatedAt.Compare(y.Attempt.CreatedAt), strings.Compare(x.Attempt.ID, y.Attempt.ID))
 	})
-	return out[:min(limit, len(out))], nil
+	out := make([]Doubt, 0, min(limit, len(ds)))
+	for _, d := range ds {
+		if len(out) == limit {
+			break
+		}
+		j, err := in.m.Get(ctx, d.Attempt.JobID)
+		if errors.Is(err, jobs.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if q.Owners != nil && !slices.Contains(q.Owners, j.Owner) {
+			continue
+		}
+		d.Job = j
+		out = append(out, d)
+	}
+	return out, nil
 }

@@ -200,7 +200,7 @@ func TestInDoubtPutsWhatNeedsAnOperatorFirst(t *testing.T) {
 		if _, err := rec.ReconcileAttempt(e.ctx, as[1].ID); err != nil {
 			t.Fatal(err)
 		}
-		ds, err := e.in.InDoubt(e.ctx, 10, nil)
+		ds, err := e.in.InDoubt(e.ctx, inspect.InDoubtQuery{Limit: 10})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +219,7 @@ func TestInDoubtPutsWhatNeedsAnOperatorFirst(t *testing.T) {
 		if keeps && (!ds[0].NeedsOperator || ds[0].Reconcile.LookupAt.IsZero() || ds[0].Age != time.Hour+time.Millisecond) {
 			t.Errorf("first in doubt: %+v", ds[0])
 		}
-		ds, err = e.in.InDoubt(e.ctx, 10, []string{"alice"})
+		ds, err = e.in.InDoubt(e.ctx, inspect.InDoubtQuery{Limit: 10, Owners: []string{"alice"}})
 		if err != nil || len(ds) != 2 || ds[0].Job.Owner != "alice" || ds[1].Job.Owner != "alice" {
 			t.Errorf("alice's in doubt = %+v, %v", ds, err)
 		}
