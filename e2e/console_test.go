@@ -302,6 +302,25 @@ func TestConsoleScreenshots(t *testing.T) {
 	}
 	clock.Advance(time.Minute)
 	j, a := e.inDoubt(t, "customer-9", "order-200", "")
+	// A reconciler asks the providers about the attempts in doubt: stripe
+	// cannot look requests up without a reference, adyen says pending.
+	rec := &failover.Reconciler{Manager: m, Logger: slog.New(slog.DiscardHandler), Providers: map[string]failover.Provider{
+		"stripe": lookupOnly{failover.Outcome{}, failover.ErrLookupUnsupported},
+		"adyen":  lookupOnly{failover.Outcome{State: failover.OutcomePending}, nil},
+	}}
+	clock.Advance(2 * time.Minute)
+	doubts, err := e.store.(jobs.AttemptLister).ListAttempts(ctx, jobs.AttemptQuery{States: []jobs.AttemptState{jobs.AttemptUnknown}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range doubts {
+		if i%2 == 0 || d.ID == a.ID {
+			if _, err := rec.ReconcileAttempt(ctx, d.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	clock.Advance(time.Minute)
 	if _, err := m.VerifyProvider(ctx, "adyen", "charge", func(context.Context) (json.RawMessage, error) {
 		return json.RawMessage(`{"id":"verify-1"}`), nil
 	}, jobs.ValidFor(7*24*time.Hour)); err != nil {
@@ -338,4 +357,18 @@ func TestConsoleScreenshots(t *testing.T) {
 			}
 		}
 	}
+}
+
+// lookupOnly is a provider that only answers lookups, always alike.
+type lookupOnly struct {
+	out failover.Outcome
+	err error
+}
+
+func (p lookupOnly) Call(context.Context, jobs.Job, jobs.Attempt, func(string) error) (json.RawMessage, error) {
+	return nil, failover.Definitive(fmt.Errorf("not called"))
+}
+
+func (p lookupOnly) Lookup(context.Context, jobs.Attempt) (failover.Outcome, error) {
+	return p.out, p.err
 }
