@@ -34,6 +34,12 @@ func (h *Handler) serveLive(w http.ResponseWriter, r *http.Request, p Principal)
 		return
 	}
 	ctx := r.Context()
+	// The page must be one the actor may see, now: a job of another owner,
+	// or of no one, answers as its page would.
+	if _, err := sign(ctx); err != nil {
+		h.failErr(w, r, p, err)
+		return
+	}
 	var wake <-chan struct{}
 	if q.Get("page") == "job" {
 		if cn, ok := h.o.Manager.Store().(jobs.CloseNotifier); ok {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/intentjobs/jobs/memstore"
 )
 
 var sigAttr = regexp.MustCompile(`data-live="([^"]*)" data-sig="([^"]*)"`)
@@ -80,4 +82,16 @@ func TestLiveFeeds(t *testing.T) {
 			})
 		}
 	})
+}
+
+// A feed answers as its page would for what the actor may not see, or
+// what does not exist.
+func TestLiveFeedRefusals(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, memstore.New())
+	j, _ := e.unknownAttempt(t, "alice", "k1")
+	e.get(t, "bob:viewer:bob", "/console/live?page=job&id="+j.ID).want(t, 404)
+	e.get(t, "val:viewer", "/console/live?page=job&id=job_00000000000000000000000000").want(t, 404)
+	e.get(t, "val:viewer", "/console/live?page=elsewhere").want(t, 400)
+	e.get(t, "", "/console/live?page=in-doubt").want(t, 401)
 }
