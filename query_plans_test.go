@@ -1,7 +1,9 @@
 package jobs_test
 
 import (
+	"context"
 	"database/sql"
+	"database/sql/driver"
 	"fmt"
 	"strings"
 	"testing"
@@ -102,6 +104,15 @@ func TestQueryPlansOfOperatorsTools(t *testing.T) {
 				if strings.Contains(plan, "Seq Scan") || strings.Contains(plan, "SCAN intentjobs_") && !strings.Contains(plan, "USING") {
 					t.Errorf("%s: the plan reads the whole table:\n%s", pc.name, plan)
 				}
+				if d == jobs.Postgres {
+					// The plan PostgreSQL may keep for a prepared statement
+					// after a few runs, made without the arguments' values.
+					generic := genericPlan(t, db, pc.query, pc.args)
+					t.Logf("%s, generic plan:\n%s", pc.name, generic)
+					if !strings.Contains(generic, pc.index) || strings.Contains(generic, "Seq Scan") {
+						t.Errorf("%s: the generic plan does not use %s:\n%s", pc.name, pc.index, generic)
+					}
+				}
 			}
 		})
 	}
@@ -199,6 +210,59 @@ func timeQuery(t *testing.T, db *sql.DB, query string, args []any) time.Duration
 		t.Fatal(err)
 	}
 	return time.Since(start).Round(time.Microsecond)
+}
+
+// genericPlan returns PostgreSQL's generic plan of query: the plan of a
+// prepared statement that does not depend on its arguments' values.
+func genericPlan(t *testing.T, db *sql.DB, query string, args []any) string {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	defer conn.ExecContext(context.WithoutCancel(ctx), "DEALLOCATE plan_of_test; RESET plan_cache_mode")
+	if _, err := conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.ExecContext(ctx, "PREPARE plan_of_test AS "+query); err != nil {
+		t.Fatalf("prepare: %v\n%s", err, query)
+	}
+	// EXECUTE takes its arguments as literals.
+	lits := make([]string, len(args))
+	for i, a := range args {
+		if v, ok := a.(driver.Valuer); ok {
+			a, _ = v.Value()
+		}
+		switch a := a.(type) {
+		case nil:
+			lits[i] = "NULL"
+		case string:
+			lits[i] = "'" + strings.ReplaceAll(a, "'", "''") + "'"
+		case time.Time:
+			lits[i] = "'" + a.Format(time.RFC3339Nano) + "'"
+		default:
+			lits[i] = fmt.Sprint(a)
+		}
+	}
+	rows, err := conn.QueryContext(ctx, "EXPLAIN (COSTS OFF) EXECUTE plan_of_test("+strings.Join(lits, ", ")+")")
+	if err != nil {
+		t.Fatalf("explain the generic plan: %v\n%s", err, query)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, "    "+l)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
 }
 
 // explain returns the plan of query with args.
