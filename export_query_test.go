@@ -23,6 +23,13 @@ func ListJobsSQL(d Dialect, q JobQuery) (string, []any) {
 
 func CountJobsSQL(d Dialect, q JobQuery) (string, []any) {
 	lo, hi := idRange(jobPrefix, "", false, q.CreatedAfter, q.CreatedBefore)
+	all := q.CreatedAfter.IsZero() && q.CreatedBefore.IsZero()
+	if d == Postgres && all {
+		return pgCountAllJobs, []any{q.Owner, pgTexts(q.States), q.Kind, q.Provider}
+	}
+	if d == SQLite && all {
+		return sqliteCountAllJobs, []any{q.Owner, sqliteStates(q.States), q.Kind, q.Provider}
+	}
 	if d == Postgres {
 		return pgCountJobs, []any{lo, hi, q.Owner, pgTexts(q.States), q.Kind, q.Provider, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore)}
 	}

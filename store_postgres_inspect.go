@@ -30,6 +30,14 @@ const (
 	pgListJobsNewest = `SELECT ` + jobCols + pgJobsWhere + ` ORDER BY id DESC LIMIT $9`
 	pgCountJobs      = `SELECT count(*)` + pgJobsWhere
 
+	// A count without an age filter reads the whole table, and a
+	// sequential scan does that best: the same filters, no ID bounds.
+	pgCountAllJobs = `SELECT count(*) FROM intentjobs_jobs
+    WHERE ($1 = '' OR owner = $1)
+      AND (cardinality($2::text[]) = 0 OR state = ANY ($2::text[]))
+      AND ($3 = '' OR kind = $3)
+      AND ($4 = '' OR provider = $4)`
+
 	// $1 and $2 bound the IDs; $3 to $6 filter.
 	pgAttemptsFilters = `
       AND id > $1 AND id < COALESCE($2, (SELECT max(id) FROM intentjobs_attempts) || 'Z')
@@ -86,6 +94,10 @@ func (s *PostgresStore) ListJobs(ctx context.Context, q JobQuery) ([]Job, error)
 func (s *PostgresStore) CountJobs(ctx context.Context, q JobQuery) (int64, error) {
 	if err := q.Check(); err != nil {
 		return 0, err
+	}
+	if q.CreatedAfter.IsZero() && q.CreatedBefore.IsZero() {
+		return queryOne(ctx, s.db, s, "count jobs", nil, scanValue[int64], qualifyTables(pgCountAllJobs, s.schema),
+			q.Owner, pgTexts(q.States), q.Kind, q.Provider)
 	}
 	lo, hi := idRange(jobPrefix, "", false, q.CreatedAfter, q.CreatedBefore)
 	return queryOne(ctx, s.db, s, "count jobs", nil, scanValue[int64], qualifyTables(pgCountJobs, s.schema),
