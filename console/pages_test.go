@@ -234,7 +234,30 @@ func TestInDoubtAndProviders(t *testing.T) {
 		}
 		r = e.get(t, "val:viewer", "/console/providers")
 		r.want(t, 200, "<svg", "stripe", "in doubt 100%", "Contract verification", "yes, until 2030-01-02 04:05")
+		if strings.Contains(r.body, "action=resolve") {
+			t.Errorf("a viewer is offered actions in the queue")
+		}
+		e.get(t, "olga:operator", "/console/in-doubt").want(t, 200, "action=resolve&amp;outcome=succeeded&amp;job=", "action=lookup&amp;job=")
 		e.get(t, "val:viewer", "/console/providers?window=1m").want(t, 400)
 		e.get(t, "bob:viewer:bob", "/console/providers").want(t, 403)
 	})
+}
+
+// Results go through the host's redaction too: the job's, and the one an
+// operator gives when resolving an attempt.
+func TestRedactionOfResults(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, memstore.New())
+	j, a := e.unknownAttempt(t, "alice", "k1")
+	form := e.confirmForm(t, "olga:operator", "/console/confirm?action=resolve&outcome=succeeded&job="+j.ID+"&attempt="+a.ID)
+	form.Set("reason", "the provider's dashboard")
+	form.Set("result", `{"id":"ch_1","card":"4000056655665556"}`)
+	if r := e.post(t, "olga:operator", form); r.code != 303 {
+		t.Fatalf("POST = %d:\n%s", r.code, r.body)
+	}
+	r := e.get(t, "val:viewer", "/console/jobs/"+j.ID)
+	r.want(t, 200, `&#34;id&#34;: &#34;ch_1&#34;`, `&#34;card&#34;: &#34;[redacted]&#34;`)
+	if strings.Contains(r.body, "4000056655665556") {
+		t.Errorf("the page shows a result's card number:\n%s", r.body)
+	}
 }
