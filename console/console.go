@@ -31,6 +31,7 @@ const (
 	RoleOperator                 // reads, and takes actions
 )
 
+// String names the role: "viewer" or "operator".
 func (r Role) String() string {
 	switch r {
 	case RoleViewer:
