@@ -261,3 +261,28 @@ func TestRedactionOfResults(t *testing.T) {
 		t.Errorf("the page shows a result's card number:\n%s", r.body)
 	}
 }
+
+// plainStore is a store with the core, listing and claims only: none of
+// the capabilities for operators' tools (a store written by a third
+// party, say).
+type plainStore struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+}
+
+// On a store without the capabilities for operators' tools the console
+// does what it can: lists, counts (by pages), job pages and the queue of
+// attempts in doubt (from the reconcilers' claims) work; the providers'
+// figures, which need attempts across jobs, say the store cannot tell.
+func TestOnAStoreWithoutOperatorsCapabilities(t *testing.T) {
+	t.Parallel()
+	inner := memstore.New()
+	e := newEnv(t, plainStore{inner, inner, inner})
+	j, a := e.unknownAttempt(t, "alice", "k1")
+	e.get(t, "val:viewer", "/console/?count=1").want(t, 200, j.ID, "1 jobs match")
+	e.get(t, "val:viewer", "/console/jobs/"+j.ID).want(t, 200, a.ID, "attempt 1 timed out")
+	e.get(t, "val:viewer", "/console/in-doubt").want(t, 200, a.ID)
+	e.get(t, "val:viewer", "/console/search?q=ch_none").want(t, 200, "Nothing found")
+	e.get(t, "val:viewer", "/console/providers").want(t, 501, "cannot answer")
+}

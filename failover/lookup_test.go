@@ -9,6 +9,8 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/failover"
+	"github.com/intentjobs/jobs/jobstest"
+	"github.com/intentjobs/jobs/memstore"
 )
 
 // Each lookup a reconciler makes is recorded with its answer, on every
@@ -91,4 +93,43 @@ func TestReconcileAttemptNow(t *testing.T) {
 			t.Errorf("%d lookups, want 1", n)
 		}
 	})
+}
+
+// noLookups is a store that claims attempts but keeps no lookups, as a
+// store written by a third party may be.
+type noLookups struct {
+	jobs.Store
+	jobs.ClaimStore
+}
+
+// A Reconciler over a store that keeps no lookups resolves attempts all
+// the same, and reports no error for the lookups it cannot record.
+func TestReconcilerWithoutLookupStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	inner := memstore.New()
+	s := noLookups{inner, inner}
+	if _, ok := jobs.Store(s).(jobs.LookupStore); ok {
+		t.Fatal("the wrapper keeps lookups")
+	}
+	clock := newFakeClock()
+	m := jobstest.NewManager(t, s, jobs.Options{Clock: clock, Logger: discard})
+	j, _, err := m.Submit(ctx, jobs.SubmitRequest{Owner: "u", Key: "k", Kind: "charge", Provider: "alpha", Params: []byte(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := m.StartAttempt(ctx, j.ID, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.MarkUnknown(ctx, a.ID, "timed out"); err != nil {
+		t.Fatal(err)
+	}
+	alpha := &fakeProvider{name: "alpha", clock: clock}
+	alpha.setOutcome(a.ProviderKey(), failover.Outcome{State: failover.OutcomeSucceeded, Result: []byte(`{"ok":true}`)})
+	rec := &failover.Reconciler{Manager: m, Providers: map[string]failover.Provider{"alpha": alpha}, Logger: discard}
+	rep, err := rec.ReconcileAttempt(ctx, a.ID)
+	if err != nil || len(rep.Errors) != 0 || len(rep.Resolved) != 1 || rep.Resolved[0].To != jobs.AttemptSucceeded {
+		t.Fatalf("ReconcileAttempt = %+v, %v; want the attempt resolved, without errors", rep, err)
+	}
 }
