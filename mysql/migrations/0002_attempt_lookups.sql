@@ -7,12 +7,13 @@
 -- that stopped half way, as 0001 can, each change is one ALTER TABLE,
 -- prepared only when what it adds is missing; the choice and the ALTER are
 -- plain statements, with no DELIMITER and no procedure, that goose and
--- golang-migrate run as they are. On Galera each ALTER TABLE is replicated
--- in total order and holds the cluster's writes to the table while it
--- runs: the columns are added in place at once on MariaDB 10.3 and MySQL
--- 8.0.29 and later, but the index is built from every attempt; on a large
--- table, add it first with the cluster's online schema tools under this
--- name, and the migration leaves it as it is.
+-- golang-migrate run as they are. The columns are added instantly, without
+-- copying the table (MariaDB 10.3 and MySQL 8.0.12 and later), and the
+-- index is built in place from every attempt while writes go on. On
+-- Galera each ALTER TABLE is replicated in total order and holds the
+-- cluster's writes to the table while it runs: on a large table, add the
+-- index first with the cluster's online schema tools under this name, and
+-- the migration leaves it as it is.
 
 -- The last lookup of an attempt: when a reconciler last asked the
 -- attempt's provider what became of it, and the answer (LookupStore).
