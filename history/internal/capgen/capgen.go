@@ -28,6 +28,9 @@ var capabilities = []capability{
 	{"capVerifications", "VerificationStore", "Verifications"},
 	{"capPurge", "PurgeStore", "Purge"},
 	{"capNotifier", "CloseNotifier", "Notifier"},
+	{"capLookups", "LookupStore", "Lookups"},
+	{"capCounter", "JobCounter", "Counter"},
+	{"capAttemptLister", "AttemptLister", "AttemptLister"},
 }
 
 // Source returns the formatted source of capabilities.go.
