@@ -125,8 +125,10 @@ const maxExplained = 3
 
 // Options tune a check.
 type Options struct {
-	// Timeout bounds the check of each partition; past it the partition
-	// is undecided and the verdict Unknown. Zero means one minute.
+	// Timeout bounds each of the two searches of a partition (the order
+	// search, then porcupine's if it found no order); past it the
+	// partition is undecided and the verdict Unknown. Zero means one
+	// minute.
 	Timeout time.Duration
 	// Parallel is how many partitions are checked at once; zero means
 	// GOMAXPROCS.
