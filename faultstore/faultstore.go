@@ -54,16 +54,22 @@ const (
 	RecordVerification Method = "RecordVerification"
 	Verifications      Method = "Verifications"
 	PurgeJobs          Method = "PurgeJobs"
+	RecordLookup       Method = "RecordLookup"
+	ReconcileStates    Method = "ReconcileStates"
+	CountJobs          Method = "CountJobs"
+	ListAttempts       Method = "ListAttempts"
 )
 
 // Methods lists every Method.
 var Methods = []Method{CreateJob, CreateJobTx, ReplaceJob, Job, JobByKey, ListJobs, CloseJob, Attempt, Attempts, CreateAttempt,
-	UpdateAttempt, CompleteAttempt, StaleAttempts, ClaimAttempt, RenewClaim, RecordVerification, Verifications, PurgeJobs}
+	UpdateAttempt, CompleteAttempt, StaleAttempts, ClaimAttempt, RenewClaim, RecordVerification, Verifications, PurgeJobs,
+	RecordLookup, ReconcileStates, CountJobs, ListAttempts}
 
 // writes are the methods that change the store; only they can commit and
 // then report an error.
 var writes = map[Method]bool{CreateJob: true, CreateJobTx: true, ReplaceJob: true, CreateAttempt: true, UpdateAttempt: true,
-	CompleteAttempt: true, CloseJob: true, ClaimAttempt: true, RenewClaim: true, RecordVerification: true, PurgeJobs: true}
+	CompleteAttempt: true, CloseJob: true, ClaimAttempt: true, RenewClaim: true, RecordVerification: true, PurgeJobs: true,
+	RecordLookup: true}
 
 // Config says how often and how a Store fails.
 type Config struct {
@@ -394,6 +400,51 @@ func (s *Store) PurgeJobs(ctx context.Context, q jobs.PurgeQuery) (jobs.PurgeCou
 	})
 }
 
+// RecordLookup implements jobs.LookupStore.
+func (s *Store) RecordLookup(ctx context.Context, l jobs.AttemptLookup) error {
+	_, err := call(s, RecordLookup, func() (struct{}, error) {
+		c, err := capability[jobs.LookupStore](s, RecordLookup)
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, c.RecordLookup(ctx, l)
+	})
+	return err
+}
+
+// ReconcileStates implements jobs.LookupStore.
+func (s *Store) ReconcileStates(ctx context.Context, attemptIDs []string) ([]jobs.ReconcileState, error) {
+	return call(s, ReconcileStates, func() ([]jobs.ReconcileState, error) {
+		c, err := capability[jobs.LookupStore](s, ReconcileStates)
+		if err != nil {
+			return nil, err
+		}
+		return c.ReconcileStates(ctx, attemptIDs)
+	})
+}
+
+// CountJobs implements jobs.JobCounter.
+func (s *Store) CountJobs(ctx context.Context, q jobs.JobQuery) (int64, error) {
+	return call(s, CountJobs, func() (int64, error) {
+		c, err := capability[jobs.JobCounter](s, CountJobs)
+		if err != nil {
+			return 0, err
+		}
+		return c.CountJobs(ctx, q)
+	})
+}
+
+// ListAttempts implements jobs.AttemptLister.
+func (s *Store) ListAttempts(ctx context.Context, q jobs.AttemptQuery) ([]jobs.Attempt, error) {
+	return call(s, ListAttempts, func() ([]jobs.Attempt, error) {
+		c, err := capability[jobs.AttemptLister](s, ListAttempts)
+		if err != nil {
+			return nil, err
+		}
+		return c.ListAttempts(ctx, q)
+	})
+}
+
 // capability returns the wrapped store as the capability C, for the
 // method m, or an error matching errors.ErrUnsupported if it lacks it.
 func capability[C any](s *Store, m Method) (C, error) {
@@ -411,4 +462,7 @@ var (
 	_ jobs.ClaimStore        = (*Store)(nil)
 	_ jobs.VerificationStore = (*Store)(nil)
 	_ jobs.PurgeStore        = (*Store)(nil)
+	_ jobs.LookupStore       = (*Store)(nil)
+	_ jobs.JobCounter        = (*Store)(nil)
+	_ jobs.AttemptLister     = (*Store)(nil)
 )

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,8 @@ func TestMethodsListsEveryStoreMethod(t *testing.T) {
 	var want []string
 	for _, iface := range []reflect.Type{reflect.TypeFor[jobs.Store](), reflect.TypeFor[jobs.TxStore](),
 		reflect.TypeFor[jobs.JobLister](), reflect.TypeFor[jobs.ClaimStore](), reflect.TypeFor[jobs.VerificationStore](),
-		reflect.TypeFor[jobs.PurgeStore]()} {
+		reflect.TypeFor[jobs.PurgeStore](), reflect.TypeFor[jobs.LookupStore](), reflect.TypeFor[jobs.JobCounter](),
+		reflect.TypeFor[jobs.AttemptLister]()} {
 		for i := range iface.NumMethod() {
 			want = append(want, iface.Method(i).Name)
 		}
@@ -119,6 +121,7 @@ type contents struct {
 	Verifications []jobs.Verification
 	UnclaimedAtT0 []string
 	UnclaimedLate []string // at t0+1m, when the world's claim ends
+	Lookups       []jobs.ReconcileState
 }
 
 func read(t *testing.T, s testdb.Store) contents {
@@ -132,7 +135,20 @@ func read(t *testing.T, s testdb.Store) contents {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return contents{snap, vs, staleIDs(t, s, t0), staleIDs(t, s, t0.Add(time.Minute))}
+	as, err := s.(jobs.AttemptLister).ListAttempts(ctx, jobs.AttemptQuery{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, a := range as {
+		ids = append(ids, a.ID)
+	}
+	lookups, err := s.(jobs.LookupStore).ReconcileStates(ctx, ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(lookups, func(a, b jobs.ReconcileState) int { return strings.Compare(a.AttemptID, b.AttemptID) })
+	return contents{snap, vs, staleIDs(t, s, t0), staleIDs(t, s, t0.Add(time.Minute)), lookups}
 }
 
 // methodCase is one call of one method. written, for a write method,
@@ -281,6 +297,27 @@ func methodCases() []methodCase {
 			}
 			return errors.Is(err, jobs.ErrNotFound)
 		}},
+		{faultstore.RecordLookup, func(ctx context.Context, s testdb.Store, w *world) error {
+			return s.(jobs.LookupStore).RecordLookup(ctx, jobs.AttemptLookup{AttemptID: w.runningAttempt.ID, At: t0, Answer: "pending"})
+		}, func(t *testing.T, inner testdb.Store, w *world) bool {
+			rs, err := inner.(jobs.LookupStore).ReconcileStates(context.WithoutCancel(t.Context()), []string{w.runningAttempt.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(rs) == 1 && rs[0].LookupAnswer == "pending"
+		}},
+		{faultstore.ReconcileStates, func(ctx context.Context, s testdb.Store, w *world) error {
+			_, err := s.(jobs.LookupStore).ReconcileStates(ctx, []string{w.claimedAttempt.ID})
+			return err
+		}, nil},
+		{faultstore.CountJobs, func(ctx context.Context, s testdb.Store, w *world) error {
+			_, err := s.(jobs.JobCounter).CountJobs(ctx, jobs.JobQuery{})
+			return err
+		}, nil},
+		{faultstore.ListAttempts, func(ctx context.Context, s testdb.Store, w *world) error {
+			_, err := s.(jobs.AttemptLister).ListAttempts(ctx, jobs.AttemptQuery{Limit: 10})
+			return err
+		}, nil},
 	}
 }
 

@@ -516,6 +516,4358 @@ type recordedTxListerClaimsVerificationsPurgeNotifier struct {
 	jobs.CloseNotifier
 }
 
+// recordedLookups is a recorder with jobs.Store and jobs.LookupStore.
+type recordedLookups struct {
+	jobs.Store
+	jobs.LookupStore
+}
+
+// recordedTxLookups is a recorder with jobs.Store, jobs.TxStore and jobs.LookupStore.
+type recordedTxLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.LookupStore
+}
+
+// recordedListerLookups is a recorder with jobs.Store, jobs.JobLister and jobs.LookupStore.
+type recordedListerLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.LookupStore
+}
+
+// recordedTxListerLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister and jobs.LookupStore.
+type recordedTxListerLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.LookupStore
+}
+
+// recordedClaimsLookups is a recorder with jobs.Store, jobs.ClaimStore and jobs.LookupStore.
+type recordedClaimsLookups struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.LookupStore
+}
+
+// recordedTxClaimsLookups is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore and jobs.LookupStore.
+type recordedTxClaimsLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.LookupStore
+}
+
+// recordedListerClaimsLookups is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore and jobs.LookupStore.
+type recordedListerClaimsLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.LookupStore
+}
+
+// recordedTxListerClaimsLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore and jobs.LookupStore.
+type recordedTxListerClaimsLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.LookupStore
+}
+
+// recordedVerificationsLookups is a recorder with jobs.Store, jobs.VerificationStore and jobs.LookupStore.
+type recordedVerificationsLookups struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.LookupStore
+}
+
+// recordedTxVerificationsLookups is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore and jobs.LookupStore.
+type recordedTxVerificationsLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.LookupStore
+}
+
+// recordedListerVerificationsLookups is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore and jobs.LookupStore.
+type recordedListerVerificationsLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.LookupStore
+}
+
+// recordedTxListerVerificationsLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore and jobs.LookupStore.
+type recordedTxListerVerificationsLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.LookupStore
+}
+
+// recordedClaimsVerificationsLookups is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore and jobs.LookupStore.
+type recordedClaimsVerificationsLookups struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+}
+
+// recordedTxClaimsVerificationsLookups is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore and jobs.LookupStore.
+type recordedTxClaimsVerificationsLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+}
+
+// recordedListerClaimsVerificationsLookups is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore and jobs.LookupStore.
+type recordedListerClaimsVerificationsLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+}
+
+// recordedTxListerClaimsVerificationsLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore and jobs.LookupStore.
+type recordedTxListerClaimsVerificationsLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+}
+
+// recordedPurgeLookups is a recorder with jobs.Store, jobs.PurgeStore and jobs.LookupStore.
+type recordedPurgeLookups struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedTxPurgeLookups is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedTxPurgeLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedListerPurgeLookups is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore and jobs.LookupStore.
+type recordedListerPurgeLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedTxListerPurgeLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore and jobs.LookupStore.
+type recordedTxListerPurgeLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedClaimsPurgeLookups is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedClaimsPurgeLookups struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedTxClaimsPurgeLookups is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedTxClaimsPurgeLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedListerClaimsPurgeLookups is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedListerClaimsPurgeLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedTxListerClaimsPurgeLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedTxListerClaimsPurgeLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedVerificationsPurgeLookups is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedVerificationsPurgeLookups struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedTxVerificationsPurgeLookups is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedTxVerificationsPurgeLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedListerVerificationsPurgeLookups is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedListerVerificationsPurgeLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedTxListerVerificationsPurgeLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedTxListerVerificationsPurgeLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedClaimsVerificationsPurgeLookups is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedClaimsVerificationsPurgeLookups struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedTxClaimsVerificationsPurgeLookups is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedTxClaimsVerificationsPurgeLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedListerClaimsVerificationsPurgeLookups is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedListerClaimsVerificationsPurgeLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedTxListerClaimsVerificationsPurgeLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.LookupStore.
+type recordedTxListerClaimsVerificationsPurgeLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+}
+
+// recordedNotifierLookups is a recorder with jobs.Store, jobs.CloseNotifier and jobs.LookupStore.
+type recordedNotifierLookups struct {
+	jobs.Store
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedListerNotifierLookups is a recorder with jobs.Store, jobs.JobLister, jobs.CloseNotifier and jobs.LookupStore.
+type recordedListerNotifierLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxListerNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxListerNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedClaimsNotifierLookups is a recorder with jobs.Store, jobs.ClaimStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedClaimsNotifierLookups struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxClaimsNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxClaimsNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedListerClaimsNotifierLookups is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedListerClaimsNotifierLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxListerClaimsNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxListerClaimsNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedVerificationsNotifierLookups is a recorder with jobs.Store, jobs.VerificationStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedVerificationsNotifierLookups struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxVerificationsNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxVerificationsNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedListerVerificationsNotifierLookups is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedListerVerificationsNotifierLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxListerVerificationsNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxListerVerificationsNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedClaimsVerificationsNotifierLookups is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedClaimsVerificationsNotifierLookups struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxClaimsVerificationsNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxClaimsVerificationsNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedListerClaimsVerificationsNotifierLookups is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedListerClaimsVerificationsNotifierLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxListerClaimsVerificationsNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxListerClaimsVerificationsNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedPurgeNotifierLookups is a recorder with jobs.Store, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxPurgeNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedListerPurgeNotifierLookups is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedListerPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxListerPurgeNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxListerPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedClaimsPurgeNotifierLookups is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedClaimsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxClaimsPurgeNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxClaimsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedListerClaimsPurgeNotifierLookups is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedListerClaimsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxListerClaimsPurgeNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxListerClaimsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedVerificationsPurgeNotifierLookups is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedVerificationsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxVerificationsPurgeNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxVerificationsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedListerVerificationsPurgeNotifierLookups is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedListerVerificationsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxListerVerificationsPurgeNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxListerVerificationsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedClaimsVerificationsPurgeNotifierLookups is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedClaimsVerificationsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxClaimsVerificationsPurgeNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxClaimsVerificationsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedListerClaimsVerificationsPurgeNotifierLookups is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedListerClaimsVerificationsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedTxListerClaimsVerificationsPurgeNotifierLookups is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.LookupStore.
+type recordedTxListerClaimsVerificationsPurgeNotifierLookups struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+}
+
+// recordedCounter is a recorder with jobs.Store and jobs.JobCounter.
+type recordedCounter struct {
+	jobs.Store
+	jobs.JobCounter
+}
+
+// recordedTxCounter is a recorder with jobs.Store, jobs.TxStore and jobs.JobCounter.
+type recordedTxCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobCounter
+}
+
+// recordedListerCounter is a recorder with jobs.Store, jobs.JobLister and jobs.JobCounter.
+type recordedListerCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.JobCounter
+}
+
+// recordedTxListerCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister and jobs.JobCounter.
+type recordedTxListerCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.JobCounter
+}
+
+// recordedClaimsCounter is a recorder with jobs.Store, jobs.ClaimStore and jobs.JobCounter.
+type recordedClaimsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore and jobs.JobCounter.
+type recordedTxClaimsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore and jobs.JobCounter.
+type recordedListerClaimsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore and jobs.JobCounter.
+type recordedTxListerClaimsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.JobCounter
+}
+
+// recordedVerificationsCounter is a recorder with jobs.Store, jobs.VerificationStore and jobs.JobCounter.
+type recordedVerificationsCounter struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.JobCounter
+}
+
+// recordedTxVerificationsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore and jobs.JobCounter.
+type recordedTxVerificationsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.JobCounter
+}
+
+// recordedListerVerificationsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore and jobs.JobCounter.
+type recordedListerVerificationsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.JobCounter
+}
+
+// recordedTxListerVerificationsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore and jobs.JobCounter.
+type recordedTxListerVerificationsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.JobCounter
+}
+
+// recordedClaimsVerificationsCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore and jobs.JobCounter.
+type recordedClaimsVerificationsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsVerificationsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore and jobs.JobCounter.
+type recordedTxClaimsVerificationsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsVerificationsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore and jobs.JobCounter.
+type recordedListerClaimsVerificationsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsVerificationsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore and jobs.JobCounter.
+type recordedTxListerClaimsVerificationsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.JobCounter
+}
+
+// recordedPurgeCounter is a recorder with jobs.Store, jobs.PurgeStore and jobs.JobCounter.
+type recordedPurgeCounter struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedTxPurgeCounter is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedTxPurgeCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedListerPurgeCounter is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore and jobs.JobCounter.
+type recordedListerPurgeCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedTxListerPurgeCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore and jobs.JobCounter.
+type recordedTxListerPurgeCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedClaimsPurgeCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedClaimsPurgeCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsPurgeCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedTxClaimsPurgeCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsPurgeCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedListerClaimsPurgeCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsPurgeCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedTxListerClaimsPurgeCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedVerificationsPurgeCounter is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedVerificationsPurgeCounter struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedTxVerificationsPurgeCounter is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedTxVerificationsPurgeCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedListerVerificationsPurgeCounter is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedListerVerificationsPurgeCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedTxListerVerificationsPurgeCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedTxListerVerificationsPurgeCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedClaimsVerificationsPurgeCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedClaimsVerificationsPurgeCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsVerificationsPurgeCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedTxClaimsVerificationsPurgeCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsVerificationsPurgeCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedListerClaimsVerificationsPurgeCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsVerificationsPurgeCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.JobCounter.
+type recordedTxListerClaimsVerificationsPurgeCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+}
+
+// recordedNotifierCounter is a recorder with jobs.Store, jobs.CloseNotifier and jobs.JobCounter.
+type recordedNotifierCounter struct {
+	jobs.Store
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedListerNotifierCounter is a recorder with jobs.Store, jobs.JobLister, jobs.CloseNotifier and jobs.JobCounter.
+type recordedListerNotifierCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxListerNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxListerNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedClaimsNotifierCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedClaimsNotifierCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxClaimsNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxClaimsNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedListerClaimsNotifierCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedListerClaimsNotifierCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxListerClaimsNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedVerificationsNotifierCounter is a recorder with jobs.Store, jobs.VerificationStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedVerificationsNotifierCounter struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxVerificationsNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxVerificationsNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedListerVerificationsNotifierCounter is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedListerVerificationsNotifierCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxListerVerificationsNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxListerVerificationsNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedClaimsVerificationsNotifierCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedClaimsVerificationsNotifierCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxClaimsVerificationsNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxClaimsVerificationsNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedListerClaimsVerificationsNotifierCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedListerClaimsVerificationsNotifierCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsVerificationsNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxListerClaimsVerificationsNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedPurgeNotifierCounter is a recorder with jobs.Store, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxPurgeNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedListerPurgeNotifierCounter is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedListerPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxListerPurgeNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxListerPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedClaimsPurgeNotifierCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedClaimsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxClaimsPurgeNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxClaimsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedListerClaimsPurgeNotifierCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedListerClaimsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsPurgeNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxListerClaimsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedVerificationsPurgeNotifierCounter is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedVerificationsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxVerificationsPurgeNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxVerificationsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedListerVerificationsPurgeNotifierCounter is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedListerVerificationsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxListerVerificationsPurgeNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxListerVerificationsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedClaimsVerificationsPurgeNotifierCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedClaimsVerificationsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxClaimsVerificationsPurgeNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxClaimsVerificationsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedListerClaimsVerificationsPurgeNotifierCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedListerClaimsVerificationsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsVerificationsPurgeNotifierCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.JobCounter.
+type recordedTxListerClaimsVerificationsPurgeNotifierCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+}
+
+// recordedLookupsCounter is a recorder with jobs.Store, jobs.LookupStore and jobs.JobCounter.
+type recordedLookupsCounter struct {
+	jobs.Store
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.LookupStore and jobs.JobCounter.
+type recordedListerLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedClaimsLookupsCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.LookupStore and jobs.JobCounter.
+type recordedClaimsLookupsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxClaimsLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.LookupStore and jobs.JobCounter.
+type recordedListerClaimsLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerClaimsLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedVerificationsLookupsCounter is a recorder with jobs.Store, jobs.VerificationStore, jobs.LookupStore and jobs.JobCounter.
+type recordedVerificationsLookupsCounter struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxVerificationsLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxVerificationsLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerVerificationsLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.LookupStore and jobs.JobCounter.
+type recordedListerVerificationsLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerVerificationsLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerVerificationsLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedClaimsVerificationsLookupsCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore and jobs.JobCounter.
+type recordedClaimsVerificationsLookupsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsVerificationsLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxClaimsVerificationsLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsVerificationsLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore and jobs.JobCounter.
+type recordedListerClaimsVerificationsLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsVerificationsLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerClaimsVerificationsLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedPurgeLookupsCounter is a recorder with jobs.Store, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxPurgeLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerPurgeLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedListerPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerPurgeLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedClaimsPurgeLookupsCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedClaimsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsPurgeLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxClaimsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsPurgeLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedListerClaimsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsPurgeLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerClaimsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedVerificationsPurgeLookupsCounter is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedVerificationsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxVerificationsPurgeLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxVerificationsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerVerificationsPurgeLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedListerVerificationsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerVerificationsPurgeLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerVerificationsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedClaimsVerificationsPurgeLookupsCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedClaimsVerificationsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsVerificationsPurgeLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxClaimsVerificationsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsVerificationsPurgeLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedListerClaimsVerificationsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsVerificationsPurgeLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerClaimsVerificationsPurgeLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedNotifierLookupsCounter is a recorder with jobs.Store, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerNotifierLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedListerNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedClaimsNotifierLookupsCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedClaimsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxClaimsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsNotifierLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedListerClaimsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerClaimsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedVerificationsNotifierLookupsCounter is a recorder with jobs.Store, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedVerificationsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxVerificationsNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxVerificationsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerVerificationsNotifierLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedListerVerificationsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerVerificationsNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerVerificationsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedClaimsVerificationsNotifierLookupsCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedClaimsVerificationsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsVerificationsNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxClaimsVerificationsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsVerificationsNotifierLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedListerClaimsVerificationsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsVerificationsNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerClaimsVerificationsNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedListerPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedClaimsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedClaimsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxClaimsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedListerClaimsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerClaimsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedVerificationsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedVerificationsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxVerificationsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxVerificationsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerVerificationsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedListerVerificationsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerVerificationsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerVerificationsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedClaimsVerificationsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedClaimsVerificationsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxClaimsVerificationsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxClaimsVerificationsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedListerClaimsVerificationsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedListerClaimsVerificationsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedTxListerClaimsVerificationsPurgeNotifierLookupsCounter is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.JobCounter.
+type recordedTxListerClaimsVerificationsPurgeNotifierLookupsCounter struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+}
+
+// recordedAttemptLister is a recorder with jobs.Store and jobs.AttemptLister.
+type recordedAttemptLister struct {
+	jobs.Store
+	jobs.AttemptLister
+}
+
+// recordedTxAttemptLister is a recorder with jobs.Store, jobs.TxStore and jobs.AttemptLister.
+type recordedTxAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.AttemptLister
+}
+
+// recordedListerAttemptLister is a recorder with jobs.Store, jobs.JobLister and jobs.AttemptLister.
+type recordedListerAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.AttemptLister
+}
+
+// recordedTxListerAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister and jobs.AttemptLister.
+type recordedTxListerAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.AttemptLister
+}
+
+// recordedClaimsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore and jobs.AttemptLister.
+type recordedClaimsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore and jobs.AttemptLister.
+type recordedTxClaimsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore and jobs.AttemptLister.
+type recordedListerClaimsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore and jobs.AttemptLister.
+type recordedTxListerClaimsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.AttemptLister
+}
+
+// recordedVerificationsAttemptLister is a recorder with jobs.Store, jobs.VerificationStore and jobs.AttemptLister.
+type recordedVerificationsAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore and jobs.AttemptLister.
+type recordedTxVerificationsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore and jobs.AttemptLister.
+type recordedListerVerificationsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore and jobs.AttemptLister.
+type recordedTxListerVerificationsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore and jobs.AttemptLister.
+type recordedClaimsVerificationsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore and jobs.AttemptLister.
+type recordedTxClaimsVerificationsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore and jobs.AttemptLister.
+type recordedListerClaimsVerificationsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.AttemptLister
+}
+
+// recordedPurgeAttemptLister is a recorder with jobs.Store, jobs.PurgeStore and jobs.AttemptLister.
+type recordedPurgeAttemptLister struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedTxPurgeAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedTxPurgeAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedListerPurgeAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore and jobs.AttemptLister.
+type recordedListerPurgeAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerPurgeAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore and jobs.AttemptLister.
+type recordedTxListerPurgeAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsPurgeAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedClaimsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsPurgeAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedTxClaimsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsPurgeAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedListerClaimsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsPurgeAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedTxListerClaimsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedVerificationsPurgeAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedVerificationsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsPurgeAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedTxVerificationsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsPurgeAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedListerVerificationsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsPurgeAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedTxListerVerificationsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsPurgeAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedClaimsVerificationsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsPurgeAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedTxClaimsVerificationsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsPurgeAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedListerClaimsVerificationsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsPurgeAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsPurgeAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.AttemptLister
+}
+
+// recordedNotifierAttemptLister is a recorder with jobs.Store, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedNotifierAttemptLister struct {
+	jobs.Store
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedListerNotifierAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedListerNotifierAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxListerNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxListerNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedClaimsNotifierAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedClaimsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxClaimsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsNotifierAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedListerClaimsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxListerClaimsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedVerificationsNotifierAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedVerificationsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxVerificationsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsNotifierAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedListerVerificationsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxListerVerificationsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsNotifierAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedClaimsVerificationsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxClaimsVerificationsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsNotifierAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedListerClaimsVerificationsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedListerPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedListerPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxListerPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxListerPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedClaimsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedClaimsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxClaimsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedListerClaimsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxListerClaimsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedVerificationsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedVerificationsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxVerificationsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedListerVerificationsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxListerVerificationsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedClaimsVerificationsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxClaimsVerificationsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedListerClaimsVerificationsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsPurgeNotifierAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsPurgeNotifierAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.AttemptLister
+}
+
+// recordedLookupsAttemptLister is a recorder with jobs.Store, jobs.LookupStore and jobs.AttemptLister.
+type recordedLookupsAttemptLister struct {
+	jobs.Store
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsLookupsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedClaimsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxClaimsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerClaimsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerClaimsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedVerificationsLookupsAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedVerificationsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxVerificationsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerVerificationsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerVerificationsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsLookupsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedClaimsVerificationsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxClaimsVerificationsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerClaimsVerificationsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedClaimsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxClaimsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerClaimsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerClaimsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedVerificationsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedVerificationsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxVerificationsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerVerificationsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerVerificationsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedClaimsVerificationsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxClaimsVerificationsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerClaimsVerificationsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsPurgeLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsPurgeLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedClaimsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxClaimsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerClaimsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerClaimsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedVerificationsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedVerificationsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxVerificationsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerVerificationsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerVerificationsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedClaimsVerificationsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxClaimsVerificationsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerClaimsVerificationsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedClaimsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxClaimsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerClaimsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerClaimsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedVerificationsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedVerificationsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxVerificationsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerVerificationsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerVerificationsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedClaimsVerificationsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxClaimsVerificationsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedListerClaimsVerificationsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsPurgeNotifierLookupsAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsPurgeNotifierLookupsAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.AttemptLister
+}
+
+// recordedCounterAttemptLister is a recorder with jobs.Store, jobs.JobCounter and jobs.AttemptLister.
+type recordedCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedVerificationsCounterAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedVerificationsCounterAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxVerificationsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerVerificationsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerVerificationsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsVerificationsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsVerificationsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsVerificationsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedVerificationsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedVerificationsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxVerificationsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerVerificationsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerVerificationsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsVerificationsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsVerificationsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsVerificationsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsPurgeCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsPurgeCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedVerificationsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedVerificationsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxVerificationsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerVerificationsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerVerificationsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsVerificationsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsVerificationsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsVerificationsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedVerificationsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedVerificationsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxVerificationsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerVerificationsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerVerificationsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsVerificationsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsVerificationsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsVerificationsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsPurgeNotifierCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsPurgeNotifierCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedVerificationsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedVerificationsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxVerificationsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerVerificationsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerVerificationsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsVerificationsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsVerificationsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsVerificationsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedVerificationsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedVerificationsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxVerificationsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerVerificationsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerVerificationsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsVerificationsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsVerificationsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsVerificationsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsPurgeLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsPurgeLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedVerificationsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedVerificationsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxVerificationsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerVerificationsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerVerificationsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsVerificationsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsVerificationsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsVerificationsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedVerificationsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedVerificationsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxVerificationsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxVerificationsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerVerificationsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerVerificationsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerVerificationsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerVerificationsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedListerClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedListerClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
+// recordedTxListerClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister is a recorder with jobs.Store, jobs.TxStore, jobs.JobLister, jobs.ClaimStore, jobs.VerificationStore, jobs.PurgeStore, jobs.CloseNotifier, jobs.LookupStore, jobs.JobCounter and jobs.AttemptLister.
+type recordedTxListerClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister struct {
+	jobs.Store
+	jobs.TxStore
+	jobs.JobLister
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+	jobs.LookupStore
+	jobs.JobCounter
+	jobs.AttemptLister
+}
+
 // combine returns r as a store with exactly the capabilities in c.
 func combine(r *recorder, c capability) jobs.Store {
 	switch c {
@@ -647,6 +4999,902 @@ func combine(r *recorder, c capability) jobs.Store {
 		return recordedListerClaimsVerificationsPurgeNotifier{r, r, r, r, r, r}
 	case capTx | capLister | capClaims | capVerifications | capPurge | capNotifier:
 		return recordedTxListerClaimsVerificationsPurgeNotifier{r, r, r, r, r, r, r}
+	case capLookups:
+		return recordedLookups{r, r}
+	case capTx | capLookups:
+		return recordedTxLookups{r, r, r}
+	case capLister | capLookups:
+		return recordedListerLookups{r, r, r}
+	case capTx | capLister | capLookups:
+		return recordedTxListerLookups{r, r, r, r}
+	case capClaims | capLookups:
+		return recordedClaimsLookups{r, r, r}
+	case capTx | capClaims | capLookups:
+		return recordedTxClaimsLookups{r, r, r, r}
+	case capLister | capClaims | capLookups:
+		return recordedListerClaimsLookups{r, r, r, r}
+	case capTx | capLister | capClaims | capLookups:
+		return recordedTxListerClaimsLookups{r, r, r, r, r}
+	case capVerifications | capLookups:
+		return recordedVerificationsLookups{r, r, r}
+	case capTx | capVerifications | capLookups:
+		return recordedTxVerificationsLookups{r, r, r, r}
+	case capLister | capVerifications | capLookups:
+		return recordedListerVerificationsLookups{r, r, r, r}
+	case capTx | capLister | capVerifications | capLookups:
+		return recordedTxListerVerificationsLookups{r, r, r, r, r}
+	case capClaims | capVerifications | capLookups:
+		return recordedClaimsVerificationsLookups{r, r, r, r}
+	case capTx | capClaims | capVerifications | capLookups:
+		return recordedTxClaimsVerificationsLookups{r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capLookups:
+		return recordedListerClaimsVerificationsLookups{r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capLookups:
+		return recordedTxListerClaimsVerificationsLookups{r, r, r, r, r, r}
+	case capPurge | capLookups:
+		return recordedPurgeLookups{r, r, r}
+	case capTx | capPurge | capLookups:
+		return recordedTxPurgeLookups{r, r, r, r}
+	case capLister | capPurge | capLookups:
+		return recordedListerPurgeLookups{r, r, r, r}
+	case capTx | capLister | capPurge | capLookups:
+		return recordedTxListerPurgeLookups{r, r, r, r, r}
+	case capClaims | capPurge | capLookups:
+		return recordedClaimsPurgeLookups{r, r, r, r}
+	case capTx | capClaims | capPurge | capLookups:
+		return recordedTxClaimsPurgeLookups{r, r, r, r, r}
+	case capLister | capClaims | capPurge | capLookups:
+		return recordedListerClaimsPurgeLookups{r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capLookups:
+		return recordedTxListerClaimsPurgeLookups{r, r, r, r, r, r}
+	case capVerifications | capPurge | capLookups:
+		return recordedVerificationsPurgeLookups{r, r, r, r}
+	case capTx | capVerifications | capPurge | capLookups:
+		return recordedTxVerificationsPurgeLookups{r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capLookups:
+		return recordedListerVerificationsPurgeLookups{r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capLookups:
+		return recordedTxListerVerificationsPurgeLookups{r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capLookups:
+		return recordedClaimsVerificationsPurgeLookups{r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capLookups:
+		return recordedTxClaimsVerificationsPurgeLookups{r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capLookups:
+		return recordedListerClaimsVerificationsPurgeLookups{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capLookups:
+		return recordedTxListerClaimsVerificationsPurgeLookups{r, r, r, r, r, r, r}
+	case capNotifier | capLookups:
+		return recordedNotifierLookups{r, r, r}
+	case capTx | capNotifier | capLookups:
+		return recordedTxNotifierLookups{r, r, r, r}
+	case capLister | capNotifier | capLookups:
+		return recordedListerNotifierLookups{r, r, r, r}
+	case capTx | capLister | capNotifier | capLookups:
+		return recordedTxListerNotifierLookups{r, r, r, r, r}
+	case capClaims | capNotifier | capLookups:
+		return recordedClaimsNotifierLookups{r, r, r, r}
+	case capTx | capClaims | capNotifier | capLookups:
+		return recordedTxClaimsNotifierLookups{r, r, r, r, r}
+	case capLister | capClaims | capNotifier | capLookups:
+		return recordedListerClaimsNotifierLookups{r, r, r, r, r}
+	case capTx | capLister | capClaims | capNotifier | capLookups:
+		return recordedTxListerClaimsNotifierLookups{r, r, r, r, r, r}
+	case capVerifications | capNotifier | capLookups:
+		return recordedVerificationsNotifierLookups{r, r, r, r}
+	case capTx | capVerifications | capNotifier | capLookups:
+		return recordedTxVerificationsNotifierLookups{r, r, r, r, r}
+	case capLister | capVerifications | capNotifier | capLookups:
+		return recordedListerVerificationsNotifierLookups{r, r, r, r, r}
+	case capTx | capLister | capVerifications | capNotifier | capLookups:
+		return recordedTxListerVerificationsNotifierLookups{r, r, r, r, r, r}
+	case capClaims | capVerifications | capNotifier | capLookups:
+		return recordedClaimsVerificationsNotifierLookups{r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capNotifier | capLookups:
+		return recordedTxClaimsVerificationsNotifierLookups{r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capNotifier | capLookups:
+		return recordedListerClaimsVerificationsNotifierLookups{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capNotifier | capLookups:
+		return recordedTxListerClaimsVerificationsNotifierLookups{r, r, r, r, r, r, r}
+	case capPurge | capNotifier | capLookups:
+		return recordedPurgeNotifierLookups{r, r, r, r}
+	case capTx | capPurge | capNotifier | capLookups:
+		return recordedTxPurgeNotifierLookups{r, r, r, r, r}
+	case capLister | capPurge | capNotifier | capLookups:
+		return recordedListerPurgeNotifierLookups{r, r, r, r, r}
+	case capTx | capLister | capPurge | capNotifier | capLookups:
+		return recordedTxListerPurgeNotifierLookups{r, r, r, r, r, r}
+	case capClaims | capPurge | capNotifier | capLookups:
+		return recordedClaimsPurgeNotifierLookups{r, r, r, r, r}
+	case capTx | capClaims | capPurge | capNotifier | capLookups:
+		return recordedTxClaimsPurgeNotifierLookups{r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capNotifier | capLookups:
+		return recordedListerClaimsPurgeNotifierLookups{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capNotifier | capLookups:
+		return recordedTxListerClaimsPurgeNotifierLookups{r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capNotifier | capLookups:
+		return recordedVerificationsPurgeNotifierLookups{r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capNotifier | capLookups:
+		return recordedTxVerificationsPurgeNotifierLookups{r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capNotifier | capLookups:
+		return recordedListerVerificationsPurgeNotifierLookups{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capNotifier | capLookups:
+		return recordedTxListerVerificationsPurgeNotifierLookups{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capNotifier | capLookups:
+		return recordedClaimsVerificationsPurgeNotifierLookups{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capNotifier | capLookups:
+		return recordedTxClaimsVerificationsPurgeNotifierLookups{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capNotifier | capLookups:
+		return recordedListerClaimsVerificationsPurgeNotifierLookups{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capNotifier | capLookups:
+		return recordedTxListerClaimsVerificationsPurgeNotifierLookups{r, r, r, r, r, r, r, r}
+	case capCounter:
+		return recordedCounter{r, r}
+	case capTx | capCounter:
+		return recordedTxCounter{r, r, r}
+	case capLister | capCounter:
+		return recordedListerCounter{r, r, r}
+	case capTx | capLister | capCounter:
+		return recordedTxListerCounter{r, r, r, r}
+	case capClaims | capCounter:
+		return recordedClaimsCounter{r, r, r}
+	case capTx | capClaims | capCounter:
+		return recordedTxClaimsCounter{r, r, r, r}
+	case capLister | capClaims | capCounter:
+		return recordedListerClaimsCounter{r, r, r, r}
+	case capTx | capLister | capClaims | capCounter:
+		return recordedTxListerClaimsCounter{r, r, r, r, r}
+	case capVerifications | capCounter:
+		return recordedVerificationsCounter{r, r, r}
+	case capTx | capVerifications | capCounter:
+		return recordedTxVerificationsCounter{r, r, r, r}
+	case capLister | capVerifications | capCounter:
+		return recordedListerVerificationsCounter{r, r, r, r}
+	case capTx | capLister | capVerifications | capCounter:
+		return recordedTxListerVerificationsCounter{r, r, r, r, r}
+	case capClaims | capVerifications | capCounter:
+		return recordedClaimsVerificationsCounter{r, r, r, r}
+	case capTx | capClaims | capVerifications | capCounter:
+		return recordedTxClaimsVerificationsCounter{r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capCounter:
+		return recordedListerClaimsVerificationsCounter{r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capCounter:
+		return recordedTxListerClaimsVerificationsCounter{r, r, r, r, r, r}
+	case capPurge | capCounter:
+		return recordedPurgeCounter{r, r, r}
+	case capTx | capPurge | capCounter:
+		return recordedTxPurgeCounter{r, r, r, r}
+	case capLister | capPurge | capCounter:
+		return recordedListerPurgeCounter{r, r, r, r}
+	case capTx | capLister | capPurge | capCounter:
+		return recordedTxListerPurgeCounter{r, r, r, r, r}
+	case capClaims | capPurge | capCounter:
+		return recordedClaimsPurgeCounter{r, r, r, r}
+	case capTx | capClaims | capPurge | capCounter:
+		return recordedTxClaimsPurgeCounter{r, r, r, r, r}
+	case capLister | capClaims | capPurge | capCounter:
+		return recordedListerClaimsPurgeCounter{r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capCounter:
+		return recordedTxListerClaimsPurgeCounter{r, r, r, r, r, r}
+	case capVerifications | capPurge | capCounter:
+		return recordedVerificationsPurgeCounter{r, r, r, r}
+	case capTx | capVerifications | capPurge | capCounter:
+		return recordedTxVerificationsPurgeCounter{r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capCounter:
+		return recordedListerVerificationsPurgeCounter{r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capCounter:
+		return recordedTxListerVerificationsPurgeCounter{r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capCounter:
+		return recordedClaimsVerificationsPurgeCounter{r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capCounter:
+		return recordedTxClaimsVerificationsPurgeCounter{r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capCounter:
+		return recordedListerClaimsVerificationsPurgeCounter{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capCounter:
+		return recordedTxListerClaimsVerificationsPurgeCounter{r, r, r, r, r, r, r}
+	case capNotifier | capCounter:
+		return recordedNotifierCounter{r, r, r}
+	case capTx | capNotifier | capCounter:
+		return recordedTxNotifierCounter{r, r, r, r}
+	case capLister | capNotifier | capCounter:
+		return recordedListerNotifierCounter{r, r, r, r}
+	case capTx | capLister | capNotifier | capCounter:
+		return recordedTxListerNotifierCounter{r, r, r, r, r}
+	case capClaims | capNotifier | capCounter:
+		return recordedClaimsNotifierCounter{r, r, r, r}
+	case capTx | capClaims | capNotifier | capCounter:
+		return recordedTxClaimsNotifierCounter{r, r, r, r, r}
+	case capLister | capClaims | capNotifier | capCounter:
+		return recordedListerClaimsNotifierCounter{r, r, r, r, r}
+	case capTx | capLister | capClaims | capNotifier | capCounter:
+		return recordedTxListerClaimsNotifierCounter{r, r, r, r, r, r}
+	case capVerifications | capNotifier | capCounter:
+		return recordedVerificationsNotifierCounter{r, r, r, r}
+	case capTx | capVerifications | capNotifier | capCounter:
+		return recordedTxVerificationsNotifierCounter{r, r, r, r, r}
+	case capLister | capVerifications | capNotifier | capCounter:
+		return recordedListerVerificationsNotifierCounter{r, r, r, r, r}
+	case capTx | capLister | capVerifications | capNotifier | capCounter:
+		return recordedTxListerVerificationsNotifierCounter{r, r, r, r, r, r}
+	case capClaims | capVerifications | capNotifier | capCounter:
+		return recordedClaimsVerificationsNotifierCounter{r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capNotifier | capCounter:
+		return recordedTxClaimsVerificationsNotifierCounter{r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capNotifier | capCounter:
+		return recordedListerClaimsVerificationsNotifierCounter{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capNotifier | capCounter:
+		return recordedTxListerClaimsVerificationsNotifierCounter{r, r, r, r, r, r, r}
+	case capPurge | capNotifier | capCounter:
+		return recordedPurgeNotifierCounter{r, r, r, r}
+	case capTx | capPurge | capNotifier | capCounter:
+		return recordedTxPurgeNotifierCounter{r, r, r, r, r}
+	case capLister | capPurge | capNotifier | capCounter:
+		return recordedListerPurgeNotifierCounter{r, r, r, r, r}
+	case capTx | capLister | capPurge | capNotifier | capCounter:
+		return recordedTxListerPurgeNotifierCounter{r, r, r, r, r, r}
+	case capClaims | capPurge | capNotifier | capCounter:
+		return recordedClaimsPurgeNotifierCounter{r, r, r, r, r}
+	case capTx | capClaims | capPurge | capNotifier | capCounter:
+		return recordedTxClaimsPurgeNotifierCounter{r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capNotifier | capCounter:
+		return recordedListerClaimsPurgeNotifierCounter{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capNotifier | capCounter:
+		return recordedTxListerClaimsPurgeNotifierCounter{r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capNotifier | capCounter:
+		return recordedVerificationsPurgeNotifierCounter{r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capNotifier | capCounter:
+		return recordedTxVerificationsPurgeNotifierCounter{r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capNotifier | capCounter:
+		return recordedListerVerificationsPurgeNotifierCounter{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capNotifier | capCounter:
+		return recordedTxListerVerificationsPurgeNotifierCounter{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capNotifier | capCounter:
+		return recordedClaimsVerificationsPurgeNotifierCounter{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capNotifier | capCounter:
+		return recordedTxClaimsVerificationsPurgeNotifierCounter{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capNotifier | capCounter:
+		return recordedListerClaimsVerificationsPurgeNotifierCounter{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capNotifier | capCounter:
+		return recordedTxListerClaimsVerificationsPurgeNotifierCounter{r, r, r, r, r, r, r, r}
+	case capLookups | capCounter:
+		return recordedLookupsCounter{r, r, r}
+	case capTx | capLookups | capCounter:
+		return recordedTxLookupsCounter{r, r, r, r}
+	case capLister | capLookups | capCounter:
+		return recordedListerLookupsCounter{r, r, r, r}
+	case capTx | capLister | capLookups | capCounter:
+		return recordedTxListerLookupsCounter{r, r, r, r, r}
+	case capClaims | capLookups | capCounter:
+		return recordedClaimsLookupsCounter{r, r, r, r}
+	case capTx | capClaims | capLookups | capCounter:
+		return recordedTxClaimsLookupsCounter{r, r, r, r, r}
+	case capLister | capClaims | capLookups | capCounter:
+		return recordedListerClaimsLookupsCounter{r, r, r, r, r}
+	case capTx | capLister | capClaims | capLookups | capCounter:
+		return recordedTxListerClaimsLookupsCounter{r, r, r, r, r, r}
+	case capVerifications | capLookups | capCounter:
+		return recordedVerificationsLookupsCounter{r, r, r, r}
+	case capTx | capVerifications | capLookups | capCounter:
+		return recordedTxVerificationsLookupsCounter{r, r, r, r, r}
+	case capLister | capVerifications | capLookups | capCounter:
+		return recordedListerVerificationsLookupsCounter{r, r, r, r, r}
+	case capTx | capLister | capVerifications | capLookups | capCounter:
+		return recordedTxListerVerificationsLookupsCounter{r, r, r, r, r, r}
+	case capClaims | capVerifications | capLookups | capCounter:
+		return recordedClaimsVerificationsLookupsCounter{r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capLookups | capCounter:
+		return recordedTxClaimsVerificationsLookupsCounter{r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capLookups | capCounter:
+		return recordedListerClaimsVerificationsLookupsCounter{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capLookups | capCounter:
+		return recordedTxListerClaimsVerificationsLookupsCounter{r, r, r, r, r, r, r}
+	case capPurge | capLookups | capCounter:
+		return recordedPurgeLookupsCounter{r, r, r, r}
+	case capTx | capPurge | capLookups | capCounter:
+		return recordedTxPurgeLookupsCounter{r, r, r, r, r}
+	case capLister | capPurge | capLookups | capCounter:
+		return recordedListerPurgeLookupsCounter{r, r, r, r, r}
+	case capTx | capLister | capPurge | capLookups | capCounter:
+		return recordedTxListerPurgeLookupsCounter{r, r, r, r, r, r}
+	case capClaims | capPurge | capLookups | capCounter:
+		return recordedClaimsPurgeLookupsCounter{r, r, r, r, r}
+	case capTx | capClaims | capPurge | capLookups | capCounter:
+		return recordedTxClaimsPurgeLookupsCounter{r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capLookups | capCounter:
+		return recordedListerClaimsPurgeLookupsCounter{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capLookups | capCounter:
+		return recordedTxListerClaimsPurgeLookupsCounter{r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capLookups | capCounter:
+		return recordedVerificationsPurgeLookupsCounter{r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capLookups | capCounter:
+		return recordedTxVerificationsPurgeLookupsCounter{r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capLookups | capCounter:
+		return recordedListerVerificationsPurgeLookupsCounter{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capLookups | capCounter:
+		return recordedTxListerVerificationsPurgeLookupsCounter{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capLookups | capCounter:
+		return recordedClaimsVerificationsPurgeLookupsCounter{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capLookups | capCounter:
+		return recordedTxClaimsVerificationsPurgeLookupsCounter{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capLookups | capCounter:
+		return recordedListerClaimsVerificationsPurgeLookupsCounter{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capLookups | capCounter:
+		return recordedTxListerClaimsVerificationsPurgeLookupsCounter{r, r, r, r, r, r, r, r}
+	case capNotifier | capLookups | capCounter:
+		return recordedNotifierLookupsCounter{r, r, r, r}
+	case capTx | capNotifier | capLookups | capCounter:
+		return recordedTxNotifierLookupsCounter{r, r, r, r, r}
+	case capLister | capNotifier | capLookups | capCounter:
+		return recordedListerNotifierLookupsCounter{r, r, r, r, r}
+	case capTx | capLister | capNotifier | capLookups | capCounter:
+		return recordedTxListerNotifierLookupsCounter{r, r, r, r, r, r}
+	case capClaims | capNotifier | capLookups | capCounter:
+		return recordedClaimsNotifierLookupsCounter{r, r, r, r, r}
+	case capTx | capClaims | capNotifier | capLookups | capCounter:
+		return recordedTxClaimsNotifierLookupsCounter{r, r, r, r, r, r}
+	case capLister | capClaims | capNotifier | capLookups | capCounter:
+		return recordedListerClaimsNotifierLookupsCounter{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capNotifier | capLookups | capCounter:
+		return recordedTxListerClaimsNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capVerifications | capNotifier | capLookups | capCounter:
+		return recordedVerificationsNotifierLookupsCounter{r, r, r, r, r}
+	case capTx | capVerifications | capNotifier | capLookups | capCounter:
+		return recordedTxVerificationsNotifierLookupsCounter{r, r, r, r, r, r}
+	case capLister | capVerifications | capNotifier | capLookups | capCounter:
+		return recordedListerVerificationsNotifierLookupsCounter{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capNotifier | capLookups | capCounter:
+		return recordedTxListerVerificationsNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capNotifier | capLookups | capCounter:
+		return recordedClaimsVerificationsNotifierLookupsCounter{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capNotifier | capLookups | capCounter:
+		return recordedTxClaimsVerificationsNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capNotifier | capLookups | capCounter:
+		return recordedListerClaimsVerificationsNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capNotifier | capLookups | capCounter:
+		return recordedTxListerClaimsVerificationsNotifierLookupsCounter{r, r, r, r, r, r, r, r}
+	case capPurge | capNotifier | capLookups | capCounter:
+		return recordedPurgeNotifierLookupsCounter{r, r, r, r, r}
+	case capTx | capPurge | capNotifier | capLookups | capCounter:
+		return recordedTxPurgeNotifierLookupsCounter{r, r, r, r, r, r}
+	case capLister | capPurge | capNotifier | capLookups | capCounter:
+		return recordedListerPurgeNotifierLookupsCounter{r, r, r, r, r, r}
+	case capTx | capLister | capPurge | capNotifier | capLookups | capCounter:
+		return recordedTxListerPurgeNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capClaims | capPurge | capNotifier | capLookups | capCounter:
+		return recordedClaimsPurgeNotifierLookupsCounter{r, r, r, r, r, r}
+	case capTx | capClaims | capPurge | capNotifier | capLookups | capCounter:
+		return recordedTxClaimsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capNotifier | capLookups | capCounter:
+		return recordedListerClaimsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capNotifier | capLookups | capCounter:
+		return recordedTxListerClaimsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capNotifier | capLookups | capCounter:
+		return recordedVerificationsPurgeNotifierLookupsCounter{r, r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capNotifier | capLookups | capCounter:
+		return recordedTxVerificationsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capNotifier | capLookups | capCounter:
+		return recordedListerVerificationsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capNotifier | capLookups | capCounter:
+		return recordedTxListerVerificationsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capNotifier | capLookups | capCounter:
+		return recordedClaimsVerificationsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capNotifier | capLookups | capCounter:
+		return recordedTxClaimsVerificationsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capNotifier | capLookups | capCounter:
+		return recordedListerClaimsVerificationsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capNotifier | capLookups | capCounter:
+		return recordedTxListerClaimsVerificationsPurgeNotifierLookupsCounter{r, r, r, r, r, r, r, r, r}
+	case capAttemptLister:
+		return recordedAttemptLister{r, r}
+	case capTx | capAttemptLister:
+		return recordedTxAttemptLister{r, r, r}
+	case capLister | capAttemptLister:
+		return recordedListerAttemptLister{r, r, r}
+	case capTx | capLister | capAttemptLister:
+		return recordedTxListerAttemptLister{r, r, r, r}
+	case capClaims | capAttemptLister:
+		return recordedClaimsAttemptLister{r, r, r}
+	case capTx | capClaims | capAttemptLister:
+		return recordedTxClaimsAttemptLister{r, r, r, r}
+	case capLister | capClaims | capAttemptLister:
+		return recordedListerClaimsAttemptLister{r, r, r, r}
+	case capTx | capLister | capClaims | capAttemptLister:
+		return recordedTxListerClaimsAttemptLister{r, r, r, r, r}
+	case capVerifications | capAttemptLister:
+		return recordedVerificationsAttemptLister{r, r, r}
+	case capTx | capVerifications | capAttemptLister:
+		return recordedTxVerificationsAttemptLister{r, r, r, r}
+	case capLister | capVerifications | capAttemptLister:
+		return recordedListerVerificationsAttemptLister{r, r, r, r}
+	case capTx | capLister | capVerifications | capAttemptLister:
+		return recordedTxListerVerificationsAttemptLister{r, r, r, r, r}
+	case capClaims | capVerifications | capAttemptLister:
+		return recordedClaimsVerificationsAttemptLister{r, r, r, r}
+	case capTx | capClaims | capVerifications | capAttemptLister:
+		return recordedTxClaimsVerificationsAttemptLister{r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capAttemptLister:
+		return recordedListerClaimsVerificationsAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capAttemptLister:
+		return recordedTxListerClaimsVerificationsAttemptLister{r, r, r, r, r, r}
+	case capPurge | capAttemptLister:
+		return recordedPurgeAttemptLister{r, r, r}
+	case capTx | capPurge | capAttemptLister:
+		return recordedTxPurgeAttemptLister{r, r, r, r}
+	case capLister | capPurge | capAttemptLister:
+		return recordedListerPurgeAttemptLister{r, r, r, r}
+	case capTx | capLister | capPurge | capAttemptLister:
+		return recordedTxListerPurgeAttemptLister{r, r, r, r, r}
+	case capClaims | capPurge | capAttemptLister:
+		return recordedClaimsPurgeAttemptLister{r, r, r, r}
+	case capTx | capClaims | capPurge | capAttemptLister:
+		return recordedTxClaimsPurgeAttemptLister{r, r, r, r, r}
+	case capLister | capClaims | capPurge | capAttemptLister:
+		return recordedListerClaimsPurgeAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capAttemptLister:
+		return recordedTxListerClaimsPurgeAttemptLister{r, r, r, r, r, r}
+	case capVerifications | capPurge | capAttemptLister:
+		return recordedVerificationsPurgeAttemptLister{r, r, r, r}
+	case capTx | capVerifications | capPurge | capAttemptLister:
+		return recordedTxVerificationsPurgeAttemptLister{r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capAttemptLister:
+		return recordedListerVerificationsPurgeAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capAttemptLister:
+		return recordedTxListerVerificationsPurgeAttemptLister{r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capAttemptLister:
+		return recordedClaimsVerificationsPurgeAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capAttemptLister:
+		return recordedTxClaimsVerificationsPurgeAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capAttemptLister:
+		return recordedListerClaimsVerificationsPurgeAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capAttemptLister:
+		return recordedTxListerClaimsVerificationsPurgeAttemptLister{r, r, r, r, r, r, r}
+	case capNotifier | capAttemptLister:
+		return recordedNotifierAttemptLister{r, r, r}
+	case capTx | capNotifier | capAttemptLister:
+		return recordedTxNotifierAttemptLister{r, r, r, r}
+	case capLister | capNotifier | capAttemptLister:
+		return recordedListerNotifierAttemptLister{r, r, r, r}
+	case capTx | capLister | capNotifier | capAttemptLister:
+		return recordedTxListerNotifierAttemptLister{r, r, r, r, r}
+	case capClaims | capNotifier | capAttemptLister:
+		return recordedClaimsNotifierAttemptLister{r, r, r, r}
+	case capTx | capClaims | capNotifier | capAttemptLister:
+		return recordedTxClaimsNotifierAttemptLister{r, r, r, r, r}
+	case capLister | capClaims | capNotifier | capAttemptLister:
+		return recordedListerClaimsNotifierAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capClaims | capNotifier | capAttemptLister:
+		return recordedTxListerClaimsNotifierAttemptLister{r, r, r, r, r, r}
+	case capVerifications | capNotifier | capAttemptLister:
+		return recordedVerificationsNotifierAttemptLister{r, r, r, r}
+	case capTx | capVerifications | capNotifier | capAttemptLister:
+		return recordedTxVerificationsNotifierAttemptLister{r, r, r, r, r}
+	case capLister | capVerifications | capNotifier | capAttemptLister:
+		return recordedListerVerificationsNotifierAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capVerifications | capNotifier | capAttemptLister:
+		return recordedTxListerVerificationsNotifierAttemptLister{r, r, r, r, r, r}
+	case capClaims | capVerifications | capNotifier | capAttemptLister:
+		return recordedClaimsVerificationsNotifierAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capNotifier | capAttemptLister:
+		return recordedTxClaimsVerificationsNotifierAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capNotifier | capAttemptLister:
+		return recordedListerClaimsVerificationsNotifierAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capNotifier | capAttemptLister:
+		return recordedTxListerClaimsVerificationsNotifierAttemptLister{r, r, r, r, r, r, r}
+	case capPurge | capNotifier | capAttemptLister:
+		return recordedPurgeNotifierAttemptLister{r, r, r, r}
+	case capTx | capPurge | capNotifier | capAttemptLister:
+		return recordedTxPurgeNotifierAttemptLister{r, r, r, r, r}
+	case capLister | capPurge | capNotifier | capAttemptLister:
+		return recordedListerPurgeNotifierAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capPurge | capNotifier | capAttemptLister:
+		return recordedTxListerPurgeNotifierAttemptLister{r, r, r, r, r, r}
+	case capClaims | capPurge | capNotifier | capAttemptLister:
+		return recordedClaimsPurgeNotifierAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capPurge | capNotifier | capAttemptLister:
+		return recordedTxClaimsPurgeNotifierAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capNotifier | capAttemptLister:
+		return recordedListerClaimsPurgeNotifierAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capNotifier | capAttemptLister:
+		return recordedTxListerClaimsPurgeNotifierAttemptLister{r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capNotifier | capAttemptLister:
+		return recordedVerificationsPurgeNotifierAttemptLister{r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capNotifier | capAttemptLister:
+		return recordedTxVerificationsPurgeNotifierAttemptLister{r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capNotifier | capAttemptLister:
+		return recordedListerVerificationsPurgeNotifierAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capNotifier | capAttemptLister:
+		return recordedTxListerVerificationsPurgeNotifierAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capNotifier | capAttemptLister:
+		return recordedClaimsVerificationsPurgeNotifierAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capNotifier | capAttemptLister:
+		return recordedTxClaimsVerificationsPurgeNotifierAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capNotifier | capAttemptLister:
+		return recordedListerClaimsVerificationsPurgeNotifierAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capNotifier | capAttemptLister:
+		return recordedTxListerClaimsVerificationsPurgeNotifierAttemptLister{r, r, r, r, r, r, r, r}
+	case capLookups | capAttemptLister:
+		return recordedLookupsAttemptLister{r, r, r}
+	case capTx | capLookups | capAttemptLister:
+		return recordedTxLookupsAttemptLister{r, r, r, r}
+	case capLister | capLookups | capAttemptLister:
+		return recordedListerLookupsAttemptLister{r, r, r, r}
+	case capTx | capLister | capLookups | capAttemptLister:
+		return recordedTxListerLookupsAttemptLister{r, r, r, r, r}
+	case capClaims | capLookups | capAttemptLister:
+		return recordedClaimsLookupsAttemptLister{r, r, r, r}
+	case capTx | capClaims | capLookups | capAttemptLister:
+		return recordedTxClaimsLookupsAttemptLister{r, r, r, r, r}
+	case capLister | capClaims | capLookups | capAttemptLister:
+		return recordedListerClaimsLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capClaims | capLookups | capAttemptLister:
+		return recordedTxListerClaimsLookupsAttemptLister{r, r, r, r, r, r}
+	case capVerifications | capLookups | capAttemptLister:
+		return recordedVerificationsLookupsAttemptLister{r, r, r, r}
+	case capTx | capVerifications | capLookups | capAttemptLister:
+		return recordedTxVerificationsLookupsAttemptLister{r, r, r, r, r}
+	case capLister | capVerifications | capLookups | capAttemptLister:
+		return recordedListerVerificationsLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capVerifications | capLookups | capAttemptLister:
+		return recordedTxListerVerificationsLookupsAttemptLister{r, r, r, r, r, r}
+	case capClaims | capVerifications | capLookups | capAttemptLister:
+		return recordedClaimsVerificationsLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capLookups | capAttemptLister:
+		return recordedTxClaimsVerificationsLookupsAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capLookups | capAttemptLister:
+		return recordedListerClaimsVerificationsLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capLookups | capAttemptLister:
+		return recordedTxListerClaimsVerificationsLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capPurge | capLookups | capAttemptLister:
+		return recordedPurgeLookupsAttemptLister{r, r, r, r}
+	case capTx | capPurge | capLookups | capAttemptLister:
+		return recordedTxPurgeLookupsAttemptLister{r, r, r, r, r}
+	case capLister | capPurge | capLookups | capAttemptLister:
+		return recordedListerPurgeLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capPurge | capLookups | capAttemptLister:
+		return recordedTxListerPurgeLookupsAttemptLister{r, r, r, r, r, r}
+	case capClaims | capPurge | capLookups | capAttemptLister:
+		return recordedClaimsPurgeLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capPurge | capLookups | capAttemptLister:
+		return recordedTxClaimsPurgeLookupsAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capLookups | capAttemptLister:
+		return recordedListerClaimsPurgeLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capLookups | capAttemptLister:
+		return recordedTxListerClaimsPurgeLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capLookups | capAttemptLister:
+		return recordedVerificationsPurgeLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capLookups | capAttemptLister:
+		return recordedTxVerificationsPurgeLookupsAttemptLister{r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capLookups | capAttemptLister:
+		return recordedListerVerificationsPurgeLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capLookups | capAttemptLister:
+		return recordedTxListerVerificationsPurgeLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capLookups | capAttemptLister:
+		return recordedClaimsVerificationsPurgeLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capLookups | capAttemptLister:
+		return recordedTxClaimsVerificationsPurgeLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capLookups | capAttemptLister:
+		return recordedListerClaimsVerificationsPurgeLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capLookups | capAttemptLister:
+		return recordedTxListerClaimsVerificationsPurgeLookupsAttemptLister{r, r, r, r, r, r, r, r}
+	case capNotifier | capLookups | capAttemptLister:
+		return recordedNotifierLookupsAttemptLister{r, r, r, r}
+	case capTx | capNotifier | capLookups | capAttemptLister:
+		return recordedTxNotifierLookupsAttemptLister{r, r, r, r, r}
+	case capLister | capNotifier | capLookups | capAttemptLister:
+		return recordedListerNotifierLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capNotifier | capLookups | capAttemptLister:
+		return recordedTxListerNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capClaims | capNotifier | capLookups | capAttemptLister:
+		return recordedClaimsNotifierLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capNotifier | capLookups | capAttemptLister:
+		return recordedTxClaimsNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capNotifier | capLookups | capAttemptLister:
+		return recordedListerClaimsNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capNotifier | capLookups | capAttemptLister:
+		return recordedTxListerClaimsNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capVerifications | capNotifier | capLookups | capAttemptLister:
+		return recordedVerificationsNotifierLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capVerifications | capNotifier | capLookups | capAttemptLister:
+		return recordedTxVerificationsNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capLister | capVerifications | capNotifier | capLookups | capAttemptLister:
+		return recordedListerVerificationsNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capNotifier | capLookups | capAttemptLister:
+		return recordedTxListerVerificationsNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capNotifier | capLookups | capAttemptLister:
+		return recordedClaimsVerificationsNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capNotifier | capLookups | capAttemptLister:
+		return recordedTxClaimsVerificationsNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capNotifier | capLookups | capAttemptLister:
+		return recordedListerClaimsVerificationsNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capNotifier | capLookups | capAttemptLister:
+		return recordedTxListerClaimsVerificationsNotifierLookupsAttemptLister{r, r, r, r, r, r, r, r}
+	case capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedPurgeNotifierLookupsAttemptLister{r, r, r, r, r}
+	case capTx | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedTxPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capLister | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedListerPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedTxListerPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedClaimsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedTxClaimsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedListerClaimsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedTxListerClaimsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedVerificationsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedTxVerificationsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedListerVerificationsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedTxListerVerificationsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedClaimsVerificationsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedTxClaimsVerificationsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedListerClaimsVerificationsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capNotifier | capLookups | capAttemptLister:
+		return recordedTxListerClaimsVerificationsPurgeNotifierLookupsAttemptLister{r, r, r, r, r, r, r, r, r}
+	case capCounter | capAttemptLister:
+		return recordedCounterAttemptLister{r, r, r}
+	case capTx | capCounter | capAttemptLister:
+		return recordedTxCounterAttemptLister{r, r, r, r}
+	case capLister | capCounter | capAttemptLister:
+		return recordedListerCounterAttemptLister{r, r, r, r}
+	case capTx | capLister | capCounter | capAttemptLister:
+		return recordedTxListerCounterAttemptLister{r, r, r, r, r}
+	case capClaims | capCounter | capAttemptLister:
+		return recordedClaimsCounterAttemptLister{r, r, r, r}
+	case capTx | capClaims | capCounter | capAttemptLister:
+		return recordedTxClaimsCounterAttemptLister{r, r, r, r, r}
+	case capLister | capClaims | capCounter | capAttemptLister:
+		return recordedListerClaimsCounterAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capClaims | capCounter | capAttemptLister:
+		return recordedTxListerClaimsCounterAttemptLister{r, r, r, r, r, r}
+	case capVerifications | capCounter | capAttemptLister:
+		return recordedVerificationsCounterAttemptLister{r, r, r, r}
+	case capTx | capVerifications | capCounter | capAttemptLister:
+		return recordedTxVerificationsCounterAttemptLister{r, r, r, r, r}
+	case capLister | capVerifications | capCounter | capAttemptLister:
+		return recordedListerVerificationsCounterAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capVerifications | capCounter | capAttemptLister:
+		return recordedTxListerVerificationsCounterAttemptLister{r, r, r, r, r, r}
+	case capClaims | capVerifications | capCounter | capAttemptLister:
+		return recordedClaimsVerificationsCounterAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capCounter | capAttemptLister:
+		return recordedTxClaimsVerificationsCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capCounter | capAttemptLister:
+		return recordedListerClaimsVerificationsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capCounter | capAttemptLister:
+		return recordedTxListerClaimsVerificationsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capPurge | capCounter | capAttemptLister:
+		return recordedPurgeCounterAttemptLister{r, r, r, r}
+	case capTx | capPurge | capCounter | capAttemptLister:
+		return recordedTxPurgeCounterAttemptLister{r, r, r, r, r}
+	case capLister | capPurge | capCounter | capAttemptLister:
+		return recordedListerPurgeCounterAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capPurge | capCounter | capAttemptLister:
+		return recordedTxListerPurgeCounterAttemptLister{r, r, r, r, r, r}
+	case capClaims | capPurge | capCounter | capAttemptLister:
+		return recordedClaimsPurgeCounterAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capPurge | capCounter | capAttemptLister:
+		return recordedTxClaimsPurgeCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capCounter | capAttemptLister:
+		return recordedListerClaimsPurgeCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capCounter | capAttemptLister:
+		return recordedTxListerClaimsPurgeCounterAttemptLister{r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capCounter | capAttemptLister:
+		return recordedVerificationsPurgeCounterAttemptLister{r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capCounter | capAttemptLister:
+		return recordedTxVerificationsPurgeCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capCounter | capAttemptLister:
+		return recordedListerVerificationsPurgeCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capCounter | capAttemptLister:
+		return recordedTxListerVerificationsPurgeCounterAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capCounter | capAttemptLister:
+		return recordedClaimsVerificationsPurgeCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capCounter | capAttemptLister:
+		return recordedTxClaimsVerificationsPurgeCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capCounter | capAttemptLister:
+		return recordedListerClaimsVerificationsPurgeCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capCounter | capAttemptLister:
+		return recordedTxListerClaimsVerificationsPurgeCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capNotifier | capCounter | capAttemptLister:
+		return recordedNotifierCounterAttemptLister{r, r, r, r}
+	case capTx | capNotifier | capCounter | capAttemptLister:
+		return recordedTxNotifierCounterAttemptLister{r, r, r, r, r}
+	case capLister | capNotifier | capCounter | capAttemptLister:
+		return recordedListerNotifierCounterAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capNotifier | capCounter | capAttemptLister:
+		return recordedTxListerNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capClaims | capNotifier | capCounter | capAttemptLister:
+		return recordedClaimsNotifierCounterAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capNotifier | capCounter | capAttemptLister:
+		return recordedTxClaimsNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capNotifier | capCounter | capAttemptLister:
+		return recordedListerClaimsNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capNotifier | capCounter | capAttemptLister:
+		return recordedTxListerClaimsNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capVerifications | capNotifier | capCounter | capAttemptLister:
+		return recordedVerificationsNotifierCounterAttemptLister{r, r, r, r, r}
+	case capTx | capVerifications | capNotifier | capCounter | capAttemptLister:
+		return recordedTxVerificationsNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capVerifications | capNotifier | capCounter | capAttemptLister:
+		return recordedListerVerificationsNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capNotifier | capCounter | capAttemptLister:
+		return recordedTxListerVerificationsNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capNotifier | capCounter | capAttemptLister:
+		return recordedClaimsVerificationsNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capNotifier | capCounter | capAttemptLister:
+		return recordedTxClaimsVerificationsNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capNotifier | capCounter | capAttemptLister:
+		return recordedListerClaimsVerificationsNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capNotifier | capCounter | capAttemptLister:
+		return recordedTxListerClaimsVerificationsNotifierCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedPurgeNotifierCounterAttemptLister{r, r, r, r, r}
+	case capTx | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedTxPurgeNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedListerPurgeNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedTxListerPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedClaimsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedTxClaimsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedListerClaimsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedTxListerClaimsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedVerificationsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedTxVerificationsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedListerVerificationsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedTxListerVerificationsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedClaimsVerificationsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedTxClaimsVerificationsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedListerClaimsVerificationsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capNotifier | capCounter | capAttemptLister:
+		return recordedTxListerClaimsVerificationsPurgeNotifierCounterAttemptLister{r, r, r, r, r, r, r, r, r}
+	case capLookups | capCounter | capAttemptLister:
+		return recordedLookupsCounterAttemptLister{r, r, r, r}
+	case capTx | capLookups | capCounter | capAttemptLister:
+		return recordedTxLookupsCounterAttemptLister{r, r, r, r, r}
+	case capLister | capLookups | capCounter | capAttemptLister:
+		return recordedListerLookupsCounterAttemptLister{r, r, r, r, r}
+	case capTx | capLister | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capClaims | capLookups | capCounter | capAttemptLister:
+		return recordedClaimsLookupsCounterAttemptLister{r, r, r, r, r}
+	case capTx | capClaims | capLookups | capCounter | capAttemptLister:
+		return recordedTxClaimsLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capClaims | capLookups | capCounter | capAttemptLister:
+		return recordedListerClaimsLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerClaimsLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capVerifications | capLookups | capCounter | capAttemptLister:
+		return recordedVerificationsLookupsCounterAttemptLister{r, r, r, r, r}
+	case capTx | capVerifications | capLookups | capCounter | capAttemptLister:
+		return recordedTxVerificationsLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capVerifications | capLookups | capCounter | capAttemptLister:
+		return recordedListerVerificationsLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerVerificationsLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capLookups | capCounter | capAttemptLister:
+		return recordedClaimsVerificationsLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capLookups | capCounter | capAttemptLister:
+		return recordedTxClaimsVerificationsLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capLookups | capCounter | capAttemptLister:
+		return recordedListerClaimsVerificationsLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerClaimsVerificationsLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedPurgeLookupsCounterAttemptLister{r, r, r, r, r}
+	case capTx | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedTxPurgeLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedListerPurgeLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedClaimsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedTxClaimsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedListerClaimsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerClaimsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedVerificationsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedTxVerificationsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedListerVerificationsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerVerificationsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedClaimsVerificationsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedTxClaimsVerificationsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedListerClaimsVerificationsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerClaimsVerificationsPurgeLookupsCounterAttemptLister{r, r, r, r, r, r, r, r, r}
+	case capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedNotifierLookupsCounterAttemptLister{r, r, r, r, r}
+	case capTx | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxNotifierLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capLister | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedListerNotifierLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capLister | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capClaims | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedClaimsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capClaims | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxClaimsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capClaims | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedListerClaimsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerClaimsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capVerifications | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedVerificationsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capVerifications | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxVerificationsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capVerifications | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedListerVerificationsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerVerificationsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedClaimsVerificationsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxClaimsVerificationsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedListerClaimsVerificationsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerClaimsVerificationsNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r, r}
+	case capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r}
+	case capTx | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capLister | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedListerPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capLister | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capClaims | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedClaimsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capClaims | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxClaimsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capLister | capClaims | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedListerClaimsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerClaimsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r, r}
+	case capVerifications | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedVerificationsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r}
+	case capTx | capVerifications | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxVerificationsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capLister | capVerifications | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedListerVerificationsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capTx | capLister | capVerifications | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerVerificationsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r, r}
+	case capClaims | capVerifications | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r}
+	case capTx | capClaims | capVerifications | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r, r}
+	case capLister | capClaims | capVerifications | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedListerClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r, r}
+	case capTx | capLister | capClaims | capVerifications | capPurge | capNotifier | capLookups | capCounter | capAttemptLister:
+		return recordedTxListerClaimsVerificationsPurgeNotifierLookupsCounterAttemptLister{r, r, r, r, r, r, r, r, r, r}
 	}
 	panic("history: no such set of capabilities")
 }

@@ -31,18 +31,23 @@ func has(s jobs.Store) map[string]bool {
 	_, verifications := s.(jobs.VerificationStore)
 	_, purge := s.(jobs.PurgeStore)
 	_, notifier := s.(jobs.CloseNotifier)
+	_, lookups := s.(jobs.LookupStore)
+	_, counter := s.(jobs.JobCounter)
+	_, attempts := s.(jobs.AttemptLister)
 	_, pgx := s.(jobs.PgxTxStore)
 	return map[string]bool{"TxStore": tx, "JobLister": lister, "ClaimStore": claims,
-		"VerificationStore": verifications, "PurgeStore": purge, "CloseNotifier": notifier, "PgxTxStore": pgx}
+		"VerificationStore": verifications, "PurgeStore": purge, "CloseNotifier": notifier,
+		"LookupStore": lookups, "JobCounter": counter, "AttemptLister": attempts, "PgxTxStore": pgx}
 }
 
 func want(set capability) map[string]bool {
 	return map[string]bool{"TxStore": set&capTx != 0, "JobLister": set&capLister != 0, "ClaimStore": set&capClaims != 0,
 		"VerificationStore": set&capVerifications != 0, "PurgeStore": set&capPurge != 0,
-		"CloseNotifier": set&capNotifier != 0, "PgxTxStore": false}
+		"CloseNotifier": set&capNotifier != 0, "LookupStore": set&capLookups != 0, "JobCounter": set&capCounter != 0,
+		"AttemptLister": set&capAttemptLister != 0, "PgxTxStore": false}
 }
 
-// TestRecordKeepsCapabilities wraps a store of each of the 64 sets of
+// TestRecordKeepsCapabilities wraps a store of each of the 512 sets of
 // capabilities and checks that the recorded store has exactly that set,
 // and that each capability it has reaches the inner store and is recorded.
 func TestRecordKeepsCapabilities(t *testing.T) {
@@ -59,11 +64,11 @@ func TestRecordKeepsCapabilities(t *testing.T) {
 		// seen through set.
 		inner := combine(&recorder{inner: fullStore{memstore.New()}, sink: sink, client: "inner"}, set)
 		if got, w := has(inner), want(set); !equalMaps(got, w) {
-			t.Fatalf("set %06b: inner store has %v; want %v", set, got, w)
+			t.Fatalf("set %09b: inner store has %v; want %v", set, got, w)
 		}
 		s := Record(inner, sink, "outer")
 		if got, w := has(s), want(set); !equalMaps(got, w) {
-			t.Errorf("set %06b: recorded store has %v; want %v", set, got, w)
+			t.Errorf("set %09b: recorded store has %v; want %v", set, got, w)
 		}
 		// Each capability answers through the recorder.
 		j, _, err := s.CreateJob(ctx, jobs.Job{ID: "job_1", Owner: "o", Key: "k", Kind: "k", Provider: "p", Params: []byte(`{}`), CreatedAt: time.Now()})
@@ -73,40 +78,61 @@ func TestRecordKeepsCapabilities(t *testing.T) {
 		calls++
 		if c, ok := s.(jobs.TxStore); ok {
 			if _, _, err := c.CreateJobTx(ctx, nil, j); err != nil {
-				t.Errorf("set %06b: CreateJobTx: %v", set, err)
+				t.Errorf("set %09b: CreateJobTx: %v", set, err)
 			}
 			calls++
 		}
 		if c, ok := s.(jobs.JobLister); ok {
 			if got, err := c.ListJobs(ctx, jobs.JobQuery{}); err != nil || len(got) != 1 {
-				t.Errorf("set %06b: ListJobs = %v, %v", set, got, err)
+				t.Errorf("set %09b: ListJobs = %v, %v", set, got, err)
 			}
 			calls++
 		}
 		if c, ok := s.(jobs.ClaimStore); ok {
 			if _, err := c.StaleAttempts(ctx, jobs.StaleQuery{}); err != nil {
-				t.Errorf("set %06b: StaleAttempts: %v", set, err)
+				t.Errorf("set %09b: StaleAttempts: %v", set, err)
 			}
 			calls++
 		}
 		if c, ok := s.(jobs.VerificationStore); ok {
 			if _, err := c.Verifications(ctx, jobs.VerificationFilter{}); err != nil {
-				t.Errorf("set %06b: Verifications: %v", set, err)
+				t.Errorf("set %09b: Verifications: %v", set, err)
 			}
 			calls++
 		}
 		if c, ok := s.(jobs.PurgeStore); ok {
 			if _, err := c.PurgeJobs(ctx, jobs.PurgeQuery{DryRun: true}); err != nil {
-				t.Errorf("set %06b: PurgeJobs: %v", set, err)
+				t.Errorf("set %09b: PurgeJobs: %v", set, err)
 			}
 			calls++
 		}
 		if c, ok := s.(jobs.CloseNotifier); ok {
 			_, stop, err := c.NotifyClosed(ctx, j.ID)
 			if err != nil {
-				t.Errorf("set %06b: NotifyClosed: %v", set, err)
+				t.Errorf("set %09b: NotifyClosed: %v", set, err)
 			} else {
 				stop()
+			}
+			calls++
+		}
+		if c, ok := s.(jobs.LookupStore); ok {
+			if err := c.RecordLookup(ctx, jobs.AttemptLookup{AttemptID: "att_none", At: time.Now(), Answer: "pending"}); !errors.Is(err, jobs.ErrNotFound) {
+				t.Errorf("set %09b: RecordLookup of no attempt: %v; want jobs.ErrNotFound", set, err)
+			}
+			if got, err := c.ReconcileStates(ctx, []string{"att_none"}); err != nil || len(got) != 0 {
+				t.Errorf("set %09b: ReconcileStates = %v, %v", set, got, err)
+			}
+			calls += 2
+		}
+		if c, ok := s.(jobs.JobCounter); ok {
+			if n, err := c.CountJobs(ctx, jobs.JobQuery{}); err != nil || n != 1 {
+				t.Errorf("set %09b: CountJobs = %d, %v; want 1", set, n, err)
+			}
+			calls++
+		}
+		if c, ok := s.(jobs.AttemptLister); ok {
+			if got, err := c.ListAttempts(ctx, jobs.AttemptQuery{}); err != nil || len(got) != 0 {
+				t.Errorf("set %09b: ListAttempts = %v, %v", set, got, err)
 			}
 			calls++
 		}

@@ -15,7 +15,7 @@
 //
 // Record returns a store with exactly the capabilities of the one it wraps
 // (TxStore, JobLister, ClaimStore, VerificationStore, PurgeStore,
-// CloseNotifier), so that the Manager, Reconcilers and Purgers behave as
+// CloseNotifier, LookupStore, JobCounter, AttemptLister), so that the Manager, Reconcilers and Purgers behave as
 // over the inner store. PgxTxStore is the one capability it does not
 // carry: its method takes a pgx.Tx, and this package depends on nothing
 // but the standard library and the root package; SubmitPgxTx over a

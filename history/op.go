@@ -32,6 +32,10 @@ const (
 	Verifications      Method = "Verifications"
 	PurgeJobs          Method = "PurgeJobs"
 	NotifyClosed       Method = "NotifyClosed"
+	RecordLookup       Method = "RecordLookup"
+	ReconcileStates    Method = "ReconcileStates"
+	CountJobs          Method = "CountJobs"
+	ListAttempts       Method = "ListAttempts"
 )
 
 // Args are a call's arguments, by name; only those of the method called
@@ -40,6 +44,7 @@ type Args struct {
 	Job                *jobs.Job                `json:"job,omitempty"`                 // CreateJob, CreateJobTx
 	Replacement        *jobs.JobReplacement     `json:"replacement,omitempty"`         // ReplaceJob
 	ID                 string                   `json:"id,omitempty"`                  // Job, Attempt
+	AttemptIDs         []string                 `json:"attempt_ids,omitempty"`         // ReconcileStates
 	JobID              string                   `json:"job_id,omitempty"`              // Attempts, NotifyClosed
 	Owner              string                   `json:"owner,omitempty"`               // JobByKey
 	Key                string                   `json:"key,omitempty"`                 // JobByKey
@@ -48,7 +53,9 @@ type Args struct {
 	Update             *jobs.AttemptUpdate      `json:"update,omitempty"`              // UpdateAttempt
 	Completion         *jobs.Completion         `json:"completion,omitempty"`          // CompleteAttempt
 	Claim              *jobs.AttemptClaim       `json:"claim,omitempty"`               // ClaimAttempt, RenewClaim
-	JobQuery           *jobs.JobQuery           `json:"job_query,omitempty"`           // ListJobs
+	JobQuery           *jobs.JobQuery           `json:"job_query,omitempty"`           // ListJobs, CountJobs
+	AttemptQuery       *jobs.AttemptQuery       `json:"attempt_query,omitempty"`       // ListAttempts
+	Lookup             *jobs.AttemptLookup      `json:"lookup,omitempty"`              // RecordLookup
 	StaleQuery         *jobs.StaleQuery         `json:"stale_query,omitempty"`         // StaleAttempts
 	PurgeQuery         *jobs.PurgeQuery         `json:"purge_query,omitempty"`         // PurgeJobs
 	Verification       *jobs.Verification       `json:"verification,omitempty"`        // RecordVerification
@@ -61,11 +68,14 @@ type Results struct {
 	Job           *jobs.Job           `json:"job,omitempty"`           // CreateJob, CreateJobTx, ReplaceJob, Job, JobByKey, CloseJob, CompleteAttempt
 	Created       bool                `json:"created,omitempty"`       // CreateJob, CreateJobTx, ReplaceJob
 	Attempt       *jobs.Attempt       `json:"attempt,omitempty"`       // Attempt, CreateAttempt, UpdateAttempt, CompleteAttempt, ClaimAttempt
-	Attempts      []jobs.Attempt      `json:"attempts,omitempty"`      // Attempts, StaleAttempts
+	Attempts      []jobs.Attempt      `json:"attempts,omitempty"`      // Attempts, StaleAttempts, ListAttempts
 	Jobs          []jobs.Job          `json:"jobs,omitempty"`          // ListJobs
 	Claimed       bool                `json:"claimed,omitempty"`       // ClaimAttempt, RenewClaim
 	Purged        *jobs.PurgeCount    `json:"purged,omitempty"`        // PurgeJobs
 	Verifications []jobs.Verification `json:"verifications,omitempty"` // Verifications
+	Count         int64               `json:"count,omitempty"`         // CountJobs
+	// ReconcileStates is ReconcileStates' answer.
+	ReconcileStates []jobs.ReconcileState `json:"reconcile_states,omitempty"`
 }
 
 // Outcome classifies an answer: see Classify.

@@ -19,8 +19,8 @@ import (
 // answer.
 //
 // The store returned has exactly the capabilities of inner among
-// jobs.TxStore, JobLister, ClaimStore, VerificationStore, PurgeStore and
-// CloseNotifier: a type assertion for one of them succeeds on it if and
+// jobs.TxStore, JobLister, ClaimStore, VerificationStore, PurgeStore,
+// CloseNotifier, LookupStore, JobCounter and AttemptLister: a type assertion for one of them succeeds on it if and
 // only if it succeeds on inner, so that a Manager over it does what it
 // would do over inner. It does not have jobs.PgxTxStore (see the package
 // documentation).
@@ -29,7 +29,7 @@ func Record(inner jobs.Store, sink *Sink, client string) jobs.Store {
 }
 
 // capability is one of the interfaces a store may have beside jobs.Store.
-type capability uint8
+type capability uint16
 
 // The capabilities, one bit each; the generated combinations are named by
 // the sets of them.
@@ -40,8 +40,12 @@ const (
 	capVerifications
 	capPurge
 	capNotifier
+	capLookups
+	capCounter
+	capAttemptLister
 
-	allCapabilities = capTx | capLister | capClaims | capVerifications | capPurge | capNotifier
+	allCapabilities = capTx | capLister | capClaims | capVerifications | capPurge | capNotifier |
+		capLookups | capCounter | capAttemptLister
 )
 
 // capabilitiesOf returns the set of capabilities s has.
@@ -64,6 +68,15 @@ func capabilitiesOf(s jobs.Store) capability {
 	}
 	if _, ok := s.(jobs.CloseNotifier); ok {
 		c |= capNotifier
+	}
+	if _, ok := s.(jobs.LookupStore); ok {
+		c |= capLookups
+	}
+	if _, ok := s.(jobs.JobCounter); ok {
+		c |= capCounter
+	}
+	if _, ok := s.(jobs.AttemptLister); ok {
+		c |= capAttemptLister
 	}
 	return c
 }
@@ -291,4 +304,49 @@ func (r *recorder) NotifyClosed(ctx context.Context, jobID string) (<-chan struc
 		return registration{wake, stop}, err
 	}, func(registration) Results { return Results{} })
 	return v.wake, v.stop, err
+}
+
+// RecordLookup implements jobs.LookupStore.
+func (r *recorder) RecordLookup(ctx context.Context, l jobs.AttemptLookup) error {
+	_, err := record(r, RecordLookup, Args{Lookup: &l}, func() (struct{}, error) {
+		s, err := capabilityOf[jobs.LookupStore](r, RecordLookup)
+		if err != nil {
+			return struct{}{}, err
+		}
+		return struct{}{}, s.RecordLookup(ctx, l)
+	}, noResults)
+	return err
+}
+
+// ReconcileStates implements jobs.LookupStore.
+func (r *recorder) ReconcileStates(ctx context.Context, attemptIDs []string) ([]jobs.ReconcileState, error) {
+	return record(r, ReconcileStates, Args{AttemptIDs: attemptIDs}, func() ([]jobs.ReconcileState, error) {
+		s, err := capabilityOf[jobs.LookupStore](r, ReconcileStates)
+		if err != nil {
+			return nil, err
+		}
+		return s.ReconcileStates(ctx, attemptIDs)
+	}, func(rs []jobs.ReconcileState) Results { return Results{ReconcileStates: rs} })
+}
+
+// CountJobs implements jobs.JobCounter.
+func (r *recorder) CountJobs(ctx context.Context, q jobs.JobQuery) (int64, error) {
+	return record(r, CountJobs, Args{JobQuery: &q}, func() (int64, error) {
+		s, err := capabilityOf[jobs.JobCounter](r, CountJobs)
+		if err != nil {
+			return 0, err
+		}
+		return s.CountJobs(ctx, q)
+	}, func(n int64) Results { return Results{Count: n} })
+}
+
+// ListAttempts implements jobs.AttemptLister.
+func (r *recorder) ListAttempts(ctx context.Context, q jobs.AttemptQuery) ([]jobs.Attempt, error) {
+	return record(r, ListAttempts, Args{AttemptQuery: &q}, func() ([]jobs.Attempt, error) {
+		s, err := capabilityOf[jobs.AttemptLister](r, ListAttempts)
+		if err != nil {
+			return nil, err
+		}
+		return s.ListAttempts(ctx, q)
+	}, func(as []jobs.Attempt) Results { return Results{Attempts: as} })
 }

@@ -336,12 +336,7 @@ func testKeyReuse(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 
 	t.Run("Concurrent", func(t *testing.T) {
 		t.Parallel()
-		// Not recorded: its history, 32 Submits racing one ReplaceJob that
-		// a slow store answers late, has the shape for which the
-		// linearizability checker's search is exponential (a write called
-		// first and placed after a read called later, with every other call
-		// placeable only after the write); it is not decided in minutes.
-		e := setupUnrecorded(t, newStore)
+		e := setup(t, newStore)
 		old := e.jobIn("k", jobs.JobFailed)
 		const n = 32
 		ids := make([]string, n)

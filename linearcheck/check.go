@@ -36,7 +36,10 @@ type Result struct {
 	Ops        int // operations in the history
 	Ambiguous  int // of which ambiguous: an ambiguous error, no return, or CreateJobTx
 	Unreturned int // of which never returned
-	Checked    int // operations placed by the checker, over all partitions (a purge counts once in each)
+	// Patched counts the ambiguous operations given a return time because
+	// a later answer shows what they created (see returnBounds).
+	Patched int
+	Checked int // operations placed by the checker, over all partitions (a purge counts once in each)
 	// Skipped counts the operations left out of the check, by why.
 	Skipped map[string]int
 
@@ -71,8 +74,8 @@ func (r Result) Ok() bool { return r.Verdict == Linearizable }
 
 // Summary returns one line about the check: its verdict and figures.
 func (r Result) Summary() string {
-	s := fmt.Sprintf("%s: %s: %d operations (%d ambiguous, %d never returned), %d placed in %d partitions (largest %d), checked in %v (slowest partition %v)",
-		r.Dir, r.Verdict, r.Ops, r.Ambiguous, r.Unreturned, r.Checked, r.Partitions, r.LargestPartition,
+	s := fmt.Sprintf("%s: %s: %d operations (%d ambiguous, %d of them patched, %d never returned), %d placed in %d partitions (largest %d), checked in %v (slowest partition %v)",
+		r.Dir, r.Verdict, r.Ops, r.Ambiguous, r.Patched, r.Unreturned, r.Checked, r.Partitions, r.LargestPartition,
 		r.Duration.Round(time.Millisecond), r.Slowest.Round(time.Millisecond))
 	if len(r.Skipped) > 0 {
 		var skipped []string
@@ -122,8 +125,10 @@ const maxExplained = 3
 
 // Options tune a check.
 type Options struct {
-	// Timeout bounds the check of each partition; past it the partition
-	// is undecided and the verdict Unknown. Zero means one minute.
+	// Timeout bounds each of the two searches of a partition (the order
+	// search, then porcupine's if it found no order); past it the
+	// partition is undecided and the verdict Unknown. Zero means one
+	// minute.
 	Timeout time.Duration
 	// Parallel is how many partitions are checked at once; zero means
 	// GOMAXPROCS.
@@ -146,7 +151,7 @@ func (o Options) Check(h *history.History) Result {
 		parallel = runtime.GOMAXPROCS(0)
 	}
 	p := partition(h)
-	r := Result{Dir: h.Dir, Ops: len(h.Ops), Skipped: p.skipped, Partitions: len(p.names), model: toModel()}
+	r := Result{Dir: h.Dir, Ops: len(h.Ops), Skipped: p.skipped, Partitions: len(p.names), Patched: len(p.bounds), model: toModel()}
 	for i := range h.Ops {
 		if ambiguousOp(&h.Ops[i]) {
 			r.Ambiguous++
@@ -171,7 +176,12 @@ func (o Options) Check(h *history.History) Result {
 			for i := range next {
 				ops := p.operations(p.names[i])
 				t0 := time.Now()
-				verdict := porcupine.CheckOperationsTimeout(single, ops, timeout)
+				// An order found by witness is checked, and decides;
+				// porcupine decides the rest, and explains violations.
+				verdict := porcupine.Ok
+				if !witness(ops, t0.Add(timeout)) {
+					verdict = porcupine.CheckOperationsTimeout(single, ops, timeout)
+				}
 				results[i] = checked{ops, verdict, time.Since(t0)}
 			}
 		})
@@ -228,7 +238,7 @@ func (o Options) Check(h *history.History) Result {
 						}
 					}
 				}
-				v.Trace = trace(name, p.calls[name], longest)
+				v.Trace = trace(name, p.calls[name], p.bounds, longest)
 			} else {
 				v.Trace = fmt.Sprintf("NOT LINEARIZABLE: %s: %d operations (not traced: the %d smallest partitions that are not linearizable are)\n",
 					name, len(v.Ops), maxExplained)
@@ -251,7 +261,7 @@ func (o Options) Check(h *history.History) Result {
 // trace renders a violation: the partition's calls, the longest prefix the
 // specification can order, the states it leads to, and what each call
 // that could come next was told against what the specification says.
-func trace(name string, calls []*call, longest []porcupine.Operation) string {
+func trace(name string, calls []*call, bounds map[int]int64, longest []porcupine.Operation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "NOT LINEARIZABLE: %s: %d operations\n", name, len(calls))
 	t0 := calls[0].op.Call
@@ -260,11 +270,13 @@ func trace(name string, calls []*call, longest []porcupine.Operation) string {
 	}
 	ms := func(t int64) string { return fmt.Sprintf("%9.3f", float64(t-t0)/1e6) }
 	number := map[*call]int{}
-	b.WriteString("operations in call order (ms from the first call; ∞: ambiguous, may take effect any time after its call):\n")
+	b.WriteString("operations in call order (ms from the first call; ∞: ambiguous, may take effect any time after its call; ≤: ambiguous, shown to have taken effect by then):\n")
 	for i, c := range calls {
 		number[c] = i + 1
 		ret := "        ∞"
-		if !c.ambiguous {
+		if b, ok := bounds[c.index]; ok && c.ambiguous {
+			ret = "≤" + ms(b)
+		} else if !c.ambiguous {
 			ret = ms(c.op.Return)
 		}
 		fmt.Fprintf(&b, "  #%-3d [%s, %s] %-14s %s\n", i+1, ms(c.op.Call), ret, c.op.Client, describeCall(c, same))

@@ -30,7 +30,11 @@
 // open); ClaimAttempt (open, in the state and at the update time read,
 // not claimed beyond At) and RenewClaim; PurgeJobs; and the reads Job,
 // JobByKey (a retired key included), Attempt, Attempts, and the records
-// ListJobs and StaleAttempts return.
+// ListJobs, StaleAttempts and ListAttempts return. RecordLookup is
+// checked for its refusals (ErrNotFound for no attempt) and changes
+// nothing the model holds: the lookup it writes is read only by
+// ReconcileStates, which is left out, as is CountJobs (a count across
+// partitions); leaving a read out can hide a violation, never report one.
 //
 // Where the contract names two refusals that both apply and no order
 // between them (a new attempt, or giving up, on a cancelled job whose
@@ -87,7 +91,7 @@
 //     as a violation. A purge that says it deleted nothing, a dry
 //     run and a purge with a limit of zero delete nothing, and are left
 //     out.
-//   - ListJobs and StaleAttempts are, in each partition, a read of the
+//   - ListJobs, StaleAttempts and ListAttempts are, in each partition, a read of the
 //     records they returned from it, each of which must be the stored one
 //     at one moment of the call; what they left out (limits, filters,
 //     order) is not checked.
@@ -101,10 +105,24 @@
 // at any moment after it was called: its return time is the end of time,
 // and the model steps it both ways, taking effect (as the specification
 // says it would in the state it meets) and not. Its answer is not
-// compared. Two kinds of ambiguous calls are left out because leaving
+// compared. Three kinds of ambiguous calls are left out because leaving
 // them out changes no verdict: a read (it changes nothing, and its answer
-// is unknown), and a create of a job whose ID no other call names (had it
-// taken effect, whatever touched the key afterwards would name the job).
+// is unknown), a RecordLookup (it changes nothing the model holds), and
+// a create of a job whose ID no other call names (had it taken effect,
+// whatever touched the key afterwards would name the job).
+//
+// An ambiguous create is patched when a later definite answer shows what
+// it created: it returns when that answer returned (see returnBounds for
+// why this changes no verdict).
+//
+// # Search
+//
+// Each partition is first searched for an order by witness (porcupine's
+// search with one rule more: a call that may come next and leaves the
+// state as it is, with its recorded answer, is placed at once), and the
+// order found is checked against real time and the specification before
+// it is believed. A partition with no such order is decided by porcupine,
+// which also traces the violations.
 //
 // # Assumptions
 //

@@ -29,7 +29,7 @@ func orphanAttempt(id string) string { return fmt.Sprintf("attempt %s, never cre
 
 // Reasons an operation is left out of the check.
 const (
-	skipUnmodelled    = "not modelled (verifications, NotifyClosed)"
+	skipUnmodelled    = "not modelled (verifications, NotifyClosed, CountJobs, ReconcileStates)"
 	skipAmbiguousRead = "ambiguous read (no effect, answer unknown)"
 	skipNoArgs        = "arguments not recorded"
 	skipNoPurge       = "purge that deleted nothing"
@@ -42,11 +42,15 @@ type partitioned struct {
 	calls   map[string][]*call
 	skipped map[string]int
 	clients []string // process/client, indexed by porcupine's ClientId
+	// bounds are the patched return times of ambiguous calls, by index
+	// in the history's Ops (see returnBounds).
+	bounds map[int]int64
 }
 
 // reads are the methods that write nothing.
 var reads = map[history.Method]bool{history.Job: true, history.JobByKey: true, history.Attempt: true,
-	history.Attempts: true, history.ListJobs: true, history.StaleAttempts: true}
+	history.Attempts: true, history.ListJobs: true, history.StaleAttempts: true, history.ListAttempts: true,
+	history.CountJobs: true, history.ReconcileStates: true}
 
 // ambiguousOp reports whether op's effect and answer are unknown: it did
 // not return, or returned an ambiguous error, or it is CreateJobTx, whose
@@ -91,6 +95,7 @@ func partition(h *history.History) *partitioned {
 		}
 		return orphanAttempt(id)
 	}
+	p.bounds = returnBounds(h, func(i int) bool { return h.Ops[i].ArgsError != "" || !hasArgs(&h.Ops[i]) })
 	named := jobsNamed(h)
 	clients := map[string]int{}
 	var purges []*history.Op
@@ -102,10 +107,18 @@ func partition(h *history.History) *partitioned {
 		case op.ArgsError != "" || !hasArgs(op):
 			p.skipped[skipNoArgs]++
 			continue
-		case op.Method == history.RecordVerification || op.Method == history.Verifications || op.Method == history.NotifyClosed:
+		case op.Method == history.RecordVerification || op.Method == history.Verifications || op.Method == history.NotifyClosed,
+			op.Method == history.CountJobs || op.Method == history.ReconcileStates:
+			// CountJobs counts every partition at once, and ReconcileStates
+			// reads the lookups, which nothing else reads: both write
+			// nothing, and leaving a read out can hide a violation but
+			// never report one.
 			p.skipped[skipUnmodelled]++
 			continue
-		case amb && reads[op.Method]:
+		case amb && (reads[op.Method] || op.Method == history.RecordLookup):
+			// RecordLookup writes only the lookup, which no modelled
+			// answer shows: taking effect or not, it leaves the state
+			// the checker models as it was.
 			p.skipped[skipAmbiguousRead]++
 			continue
 		case amb && newJob(op) != "" && named[newJob(op)] == 0:
@@ -154,6 +167,8 @@ func partition(h *history.History) *partitioned {
 			add(ofAttempt(a.Completion.AttemptID), &call{})
 		case history.ClaimAttempt, history.RenewClaim:
 			add(ofAttempt(a.Claim.ID), &call{})
+		case history.RecordLookup:
+			add(ofAttempt(a.Lookup.AttemptID), &call{})
 		case history.ListJobs:
 			// One read per partition of the jobs it returned: each is
 			// checked as the state of its partition at one moment of the
@@ -166,7 +181,9 @@ func partition(h *history.History) *partitioned {
 			for _, name := range slices.Sorted(maps.Keys(by)) {
 				add(name, &call{listedJobs: by[name]})
 			}
-		case history.StaleAttempts:
+		case history.StaleAttempts, history.ListAttempts:
+			// As ListJobs: each attempt listed is checked against its
+			// partition's state at one moment of the call.
 			by := map[string][]jobs.Attempt{}
 			for _, at := range op.Results.Attempts {
 				name := ofAttempt(at.ID)
@@ -289,6 +306,10 @@ func hasArgs(op *history.Op) bool {
 		return a.Claim != nil
 	case history.PurgeJobs:
 		return a.PurgeQuery != nil
+	case history.RecordLookup:
+		return a.Lookup != nil
+	case history.ListAttempts:
+		return a.AttemptQuery != nil
 	}
 	return true
 }
@@ -379,8 +400,8 @@ func setOnce(m map[string]string, id, name string) {
 }
 
 // operations returns the partition's calls as porcupine's operations. An
-// ambiguous call returns at the end of time: it may take effect at any
-// moment after its call.
+// ambiguous call returns at the end of time (it may take effect at any
+// moment after its call), or at its patched return time.
 func (p *partitioned) operations(name string) []porcupine.Operation {
 	clients := map[string]int{}
 	for i, c := range p.clients {
@@ -391,6 +412,9 @@ func (p *partitioned) operations(name string) []porcupine.Operation {
 		ret := c.op.Return
 		if c.ambiguous {
 			ret = math.MaxInt64
+			if b, ok := p.bounds[c.index]; ok {
+				ret = b
+			}
 		}
 		ops = append(ops, porcupine.Operation{ClientId: clients[c.op.Process+"/"+c.op.Client], Input: c, Output: c,
 			Call: c.op.Call, Return: ret})

@@ -131,7 +131,17 @@ func spec(s *state, c *call) []outcome {
 			}
 		}
 		return []outcome{{s, w}}
-	case history.StaleAttempts:
+	case history.RecordLookup:
+		// It records the lookup, which the model does not hold (no
+		// modelled answer shows it), and refuses a lookup of no attempt.
+		if a.Lookup.Check() != nil {
+			return []outcome{{s, refuse("ErrInvalidInput")}}
+		}
+		if ji, _ := s.attemptIndex(a.Lookup.AttemptID); ji < 0 {
+			return []outcome{{s, refuse("ErrNotFound")}}
+		}
+		return []outcome{{s, answer{}}}
+	case history.StaleAttempts, history.ListAttempts:
 		w := answer{listedA: map[string]*jobs.Attempt{}}
 		for _, l := range c.listedAttempts {
 			if ji, ai := s.attemptIndex(l.ID); ji >= 0 {

@@ -649,15 +649,14 @@ func TestFailoverKeepsThePromise(t *testing.T) {
 	}
 	run.store.DB().SetMaxOpenConns(6)
 	t.Cleanup(func() { run.store.Close() })
-	// Its history is not recorded for the linearizability check
-	// (JOBS_HISTORY_DIR): its keys see more calls at once (200 callers on
-	// 25 keys a second, hedged, waiting, and stalled together by each
-	// failover) than the checker decides within its minute a key. The
-	// callers' ledger, the snapshots and the invariants check it instead.
-	run.m = jobstest.NewManager(t, run.store, jobs.Options{Logger: slog.New(slog.DiscardHandler)})
+	// Its history is recorded (JOBS_HISTORY_DIR): this process's calls,
+	// the children's, and the reconciliation after. The snapshots and
+	// the invariants read the store directly, writing nothing.
+	rec := jobstest.NewRecorder(t)
+	run.m = jobstest.NewManager(t, rec.Store(run.store, "parent"), jobs.Options{Logger: slog.New(slog.DiscardHandler)})
 
 	const processes, goroutines = 4, 50
-	load := startFailoverLoad(t, dsn, processes, childArgs{Goroutines: goroutines, Keys: 25, Seed: seed(t)})
+	load := startFailoverLoad(t, dsn, processes, childArgs{Goroutines: goroutines, Keys: 25, Seed: seed(t), History: rec.Dir()})
 	run.load = load
 	stopProbe := make(chan struct{})
 	probed := probeWrites(run.m, stopProbe)
@@ -682,7 +681,7 @@ func TestFailoverKeepsThePromise(t *testing.T) {
 	ran := time.Since(began)
 
 	tl := tallyFailover(t, evs)
-	resolved := reconcileLeftovers(t, run.store)
+	resolved := reconcileLeftovers(t, rec.Store(run.store, "reconciler").(testdb.Store))
 	run.asynchronous(t)
 	unexplained, explained := run.judge(t, append(tl.breaches(t, run.store), transitions...))
 	snap := assertInvariants(t, run.store)
