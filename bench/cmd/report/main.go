@@ -36,6 +36,7 @@ func main() {
 	sync := flag.String("sync", strings.Join(cfg.Synchronous, ","), "SQLite synchronous settings to run at, comma-separated; empty to skip SQLite")
 	flag.BoolVar(&cfg.River, "river", cfg.River, "include River")
 	flag.BoolVar(&cfg.TxBaseline, "tx-baseline", cfg.TxBaseline, "include the four-statement Complete as a second baseline")
+	flag.BoolVar(&cfg.Ablation, "ablation", cfg.Ablation, "include the contenders that price one choice of the library each")
 	flag.StringVar(&cfg.AlterLibrary, "alter-library", "", "SQL to run on the library's schema once it is applied, to measure "+
 		"what a part of it costs (an ablation; the report says so at its top)")
 	only := flag.String("only", "", "run only the workloads whose names match this regular expression")
