@@ -68,9 +68,13 @@ func OpenLibrary(ctx context.Context, db Database) (*Library, error) {
 //     benchmark builds (the params as given, a SHA-256 of them as the
 //     fingerprint), without the Manager's validation, canonical form,
 //     fingerprint and events, OpenLibraryStore.
+//   - "jobs-no-notify": on PostgreSQL, the trigger that notifies a closed
+//     job's waiters dropped (it calls nothing unless a waiter marked the
+//     job, but is evaluated for every close), JobsNoNotify.
 const (
 	JobsNoChecks = "jobs-no-checks"
 	JobsStore    = "jobs-store"
+	JobsNoNotify = "jobs-no-notify"
 )
 
 // noChecks is the SQL that stops the library's schema's CHECK constraints
@@ -84,9 +88,15 @@ var noChecks = map[string]string{
 }
 
 // OpenLibraryVariant opens the library with a part switched off: name is
-// JobsNoChecks or JobsStore.
+// JobsNoChecks, JobsStore or (PostgreSQL) JobsNoNotify.
 func OpenLibraryVariant(ctx context.Context, db Database, name string) (*Library, error) {
 	switch name {
+	case JobsNoNotify:
+		if db.Dialect != Postgres {
+			return nil, fmt.Errorf("%s: PostgreSQL only", name)
+		}
+		db.AlterLibrary = `DROP TRIGGER intentjobs_notify_closed ON intentjobs_jobs`
+		return openLibrary(ctx, db, name, false)
 	case JobsNoChecks:
 		db.AlterLibrary = noChecks[db.Dialect]
 		return openLibrary(ctx, db, name, false)

@@ -63,7 +63,7 @@ func Suite() []Workload {
 		{Name: "storm-g64", Title: "Duplicate storm, 64 goroutines per key", Kind: Storm, Goroutines: StormCallers},
 		{Name: "replay-g16", Title: "Replay of existing keys, 16 goroutines", Kind: Replay, Goroutines: 16, Ablation: true},
 		{Name: "start-running-g16", Title: "StartAttempt + MarkRunning, 16 goroutines", Kind: StartRunning, Goroutines: 16},
-		{Name: "complete-race-g16", Title: "Complete, 2 attempts racing per job, 8 jobs at once", Kind: Complete, Goroutines: 16},
+		{Name: "complete-race-g16", Title: "Complete, 2 attempts racing per job, 8 jobs at once", Kind: Complete, Goroutines: 16, Ablation: true},
 		{Name: "submit-stored-10k", Title: "Submit latency, 10,000 jobs stored", Kind: SubmitStored, Goroutines: 1, Stored: 10_000},
 		{Name: "submit-stored-1m", Title: "Submit latency, 1,000,000 jobs stored", Kind: SubmitStored, Goroutines: 1, Stored: 1_000_000},
 	}

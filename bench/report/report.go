@@ -254,7 +254,10 @@ func openSetup(ctx context.Context, cfg Config, db DB, dir, prefix string, all b
 		}
 		opens = append(opens, opener{"sql-lean+" + f.Name, openLean(f.Feature), ablate})
 	}
-	for _, v := range []string{perf.JobsNoChecks, perf.JobsStore} {
+	for _, v := range []string{perf.JobsNoChecks, perf.JobsStore, perf.JobsNoNotify} {
+		if v == perf.JobsNoNotify && db.Dialect != perf.Postgres {
+			continue
+		}
 		opens = append(opens, opener{v, openLibraryVariant(v), ablate && cfg.AlterLibrary == ""})
 	}
 	for _, o := range opens {

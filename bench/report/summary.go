@@ -366,7 +366,8 @@ type chartRow struct {
 // isAblation reports whether contender prices one choice (see
 // Config.Ablation): its figures are in the ablation section only.
 func isAblation(contender string) bool {
-	return strings.HasPrefix(contender, Lean+"+") || contender == perf.JobsNoChecks || contender == perf.JobsStore
+	return strings.HasPrefix(contender, Lean+"+") || contender == perf.JobsNoChecks || contender == perf.JobsStore ||
+		contender == perf.JobsNoNotify
 }
 
 // leanSection writes the library's Submit of new keys against both
@@ -424,6 +425,7 @@ var choices = []struct {
 	{Lean + "+canonical", "Canonical form", "the same intent with its keys in another order, or other spacing, is a replay rather than a key conflict"},
 	{Lean + "+file-lock", "Cross-process file lock", "writers of other processes queue for the write lock rather than poll SQLite's busy handler (no `database is locked`, no starved writer)"},
 	{Lean + "+whole-job", "Returning the whole job", "Submit returns the job (state, params, times), not an ID; a duplicate reads its row whole"},
+	{perf.JobsNoNotify, "The close notification (PostgreSQL)", "Manager.Wait learns a job closed from a notification rather than by polling; the trigger calls nothing unless someone waits"},
 	{perf.JobsStore, "The Manager (validation, canonical form, fingerprint, events)", "typed errors that write nothing on bad input, the canonical fingerprint of kind, provider and params, events for metrics"},
 }
 
