@@ -396,24 +396,39 @@ func (s *SQLiteStore) jobByKeyIfAny(ctx context.Context, owner, key string) (Job
 // (the table's last page, the last page of the index of IDs, which grow in
 // the order of the IDs) once. Alone, it is one statement, which commits
 // by itself.
-func (s *SQLiteStore) writeJob(ctx context.Context, j Job) (Job, bool, error) {
-	var got Job
-	var created bool
-	var err error
+func (s *SQLiteStore) writeJob(ctx context.Context, j Job) (got Job, created bool, err error) {
 	if s.queue.busy() {
-		err = s.inTx(ctx, "create job", func(ctx context.Context, st sqliteConnStatements) (err error) {
-			got, created, err = s.createJobIn(ctx, st, j)
-			return err
-		})
+		got, created, err = s.writeJobInLine(ctx, j)
 	} else {
-		err = s.writeOne(ctx, "create job", func() (err error) {
-			got, created, err = s.createJob(ctx, s.db, j)
-			return err
-		})
+		got, created, err = s.writeJobAlone(ctx, j)
 	}
 	if err == nil {
 		s.keys.record(created)
 	}
+	return got, created, err
+}
+
+// writeJobAlone is writeJob's plain insert. (A function of its own, so that
+// the line's closure, which escapes, does not move this one's variables to
+// the heap.)
+func (s *SQLiteStore) writeJobAlone(ctx context.Context, j Job) (Job, bool, error) {
+	var got Job
+	var created bool
+	err := s.writeOne(ctx, "create job", func() (err error) {
+		got, created, err = s.createJob(ctx, s.db, j)
+		return err
+	})
+	return got, created, err
+}
+
+// writeJobInLine is writeJob's insert in the line of transactions.
+func (s *SQLiteStore) writeJobInLine(ctx context.Context, j Job) (Job, bool, error) {
+	var got Job
+	var created bool
+	err := s.inTx(ctx, "create job", func(ctx context.Context, st sqliteConnStatements) (err error) {
+		got, created, err = s.createJobIn(ctx, st, j)
+		return err
+	})
 	return got, created, err
 }
 
