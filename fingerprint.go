@@ -299,25 +299,47 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 	}
 	ms := p.members[base:]
 	defer func() { p.members = p.members[:base] }()
-	sorted := slices.IsSortedFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
-	if !sorted {
-		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+	sorted := true // and no key twice
+	for i := 1; i < len(ms) && sorted; i++ {
+		sorted = bytes.Compare(ms[i-1].key, ms[i].key) < 0
 	}
-	for i := 1; i < len(ms); i++ {
-		if bytes.Equal(ms[i-1].key, ms[i].key) {
-			return nil, duplicateKey(string(ms[i].key))
-		}
+	if sorted {
+		return append(out, '}'), nil
 	}
-	if !sorted {
-		body := open + 1
-		p.scratch = append(p.scratch[:0], out[body:]...)
-		out = out[:body]
-		for i, m := range ms {
-			if i > 0 {
-				out = append(out, ',')
+	// The members' order, sorted as indexes rather than by moving the
+	// members, whose keys are pointers: moving them costs a write barrier
+	// each while the garbage collector marks.
+	var small [32]int32
+	order := small[:0]
+	if len(ms) > len(small) {
+		order = make([]int32, 0, len(ms))
+	}
+	for i := range ms {
+		order = append(order, int32(i))
+	}
+	if len(order) <= len(small) {
+		for i := 1; i < len(order); i++ { // an insertion sort: stable, and quick for a few members
+			for k := i; k > 0 && bytes.Compare(ms[order[k-1]].key, ms[order[k]].key) > 0; k-- {
+				order[k-1], order[k] = order[k], order[k-1]
 			}
-			out = append(out, p.scratch[m.start-body:m.end-body]...)
 		}
+	} else {
+		slices.SortStableFunc(order, func(a, b int32) int { return bytes.Compare(ms[a].key, ms[b].key) })
+	}
+	for i := 1; i < len(order); i++ {
+		if bytes.Equal(ms[order[i-1]].key, ms[order[i]].key) {
+			return nil, duplicateKey(string(ms[order[i]].key))
+		}
+	}
+	body := open + 1
+	p.scratch = append(p.scratch[:0], out[body:]...)
+	out = out[:body]
+	for i, k := range order {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		m := ms[k]
+		out = append(out, p.scratch[m.start-body:m.end-body]...)
 	}
 	return append(out, '}'), nil
 }
