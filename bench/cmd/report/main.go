@@ -71,7 +71,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
-	if err := rep.WriteFiles(*out, "cd bench && go run ./cmd/report"); err != nil {
+	command := "cd bench && go run ./cmd/report"
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "out" && f.Name != "postgres" {
+			command += " -" + f.Name + "=" + shellQuote(f.Value.String())
+		}
+	})
+	if err := rep.WriteFiles(*out, command); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
@@ -85,4 +91,14 @@ func firstEnv(names ...string) string {
 		}
 	}
 	return ""
+}
+
+// shellQuote quotes s for a shell where it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.,/:=", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
