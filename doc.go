@@ -144,8 +144,9 @@
 // feature needs is a capability, found by type assertion: [TxStore]
 // (SubmitTx), [PgxTxStore] (SubmitPgxTx), [JobLister] (listing, for tools),
 // [ClaimStore] (reconcilers), [VerificationStore] (verification),
-// [PurgeStore] (retention) and [CloseNotifier] ([Manager.Wait] without
-// polling). A feature whose store lacks its capability answers an error
+// [PurgeStore] (retention), [CloseNotifier] ([Manager.Wait] without
+// polling), and [JobCounter], [AttemptLister] and [LookupStore] (operators'
+// tools: package inspect, the console). A feature whose store lacks its capability answers an error
 // matching [errors.ErrUnsupported].
 //
 // # Other packages

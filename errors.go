@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -190,6 +191,30 @@ func (e *StorageError) Is(target error) bool { return target == ErrStorage }
 // Unwrap returns context.Canceled or context.DeadlineExceeded when the
 // operation was stopped by its context, and nil otherwise.
 func (e *StorageError) Unwrap() error { return e.cause }
+
+// NewStorageError returns the *StorageError of kind for the store
+// operation op that failed with cause, for stores written outside this
+// package: their own interpretation of their driver's errors ends here.
+// Message keeps cause's text and code the database's own error code, if
+// any. The driver's error itself is not kept: if cause is or wraps
+// context.Canceled or context.DeadlineExceeded, Unwrap returns that
+// context error (so that errors.Is(err, context.Canceled) holds, as for
+// the stores of this package), and nil otherwise. A nil cause leaves
+// Message empty.
+func NewStorageError(kind StorageKind, op, code string, cause error) *StorageError {
+	e := &StorageError{Op: op, Kind: kind, Code: code}
+	if cause == nil {
+		return e
+	}
+	e.Message = cause.Error()
+	for _, ctxErr := range []error{context.Canceled, context.DeadlineExceeded} {
+		if errors.Is(cause, ctxErr) {
+			e.cause = ctxErr
+			break
+		}
+	}
+	return e
+}
 
 // ErrClaimLost is what a Store write presenting a claim token
 // returns when the attempt is no longer claimed with that token: another

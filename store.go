@@ -33,12 +33,14 @@ import (
 // is: TxStore (Manager.SubmitTx), PgxTxStore (SubmitPgxTx), JobLister
 // (listing, for tools and invariant checks), ClaimStore (reconcilers),
 // VerificationStore (provider verification and the failover rule),
-// PurgeStore (retention) and CloseNotifier (Wait without polling). The
+// PurgeStore (retention), CloseNotifier (Wait without polling), and for
+// operators' tools JobCounter, AttemptLister and LookupStore (the last
+// lookup of an attempt in doubt, which a Reconciler records). The
 // feature that needs one says so, with an error matching
 // errors.ErrUnsupported, where the store lacks it.
 //
 // PostgresStore and SQLiteStore implement the Store and every capability
-// but PgxTxStore (PostgreSQL only) and CloseNotifier (PostgreSQL only);
+// (LookupStore from schema version 2) but PgxTxStore (PostgreSQL only) and CloseNotifier (PostgreSQL only);
 // package memstore is a small in-memory implementation to copy from; and
 // package jobstest is the conformance suite that proves an implementation,
 // running the cases of each capability the store has.
@@ -262,6 +264,106 @@ type PurgeStore interface {
 	// attempt: such an attempt may still act, and its job holds the key
 	// that keeps the intent from running twice.
 	PurgeJobs(ctx context.Context, q PurgeQuery) (PurgeCount, error)
+}
+
+// JobCounter is a Store that can count the jobs a JobQuery selects, for
+// operators' tools (package inspect, jobsctl count, the console).
+type JobCounter interface {
+	// CountJobs counts the jobs q selects, ignoring q.After, q.Limit and
+	// q.Newest.
+	CountJobs(ctx context.Context, q JobQuery) (int64, error)
+}
+
+// AttemptLister is a Store that can list attempts across jobs, for
+// operators' tools: to find an attempt by its provider's reference, to
+// list the attempts in doubt, to sum up a provider's recent attempts.
+type AttemptLister interface {
+	// ListAttempts returns the attempts q selects, at most q.Limit of
+	// them, in ID order (which is creation order), oldest first unless
+	// q.Newest.
+	ListAttempts(ctx context.Context, q AttemptQuery) ([]Attempt, error)
+}
+
+// AttemptQuery selects attempts for AttemptLister.ListAttempts. A field
+// left zero selects every attempt. Pages follow each other by the last ID
+// of the page before, as with JobQuery.
+type AttemptQuery struct {
+	ProviderRef   string         // only the attempts with this provider reference
+	Provider      string         // only attempts against this provider
+	States        []AttemptState // only attempts in one of these states
+	CreatedAfter  time.Time      // only attempts created at or after this
+	CreatedBefore time.Time      // only attempts created before this
+
+	Newest bool   // newest first (descending IDs); oldest first otherwise
+	After  string // the last ID of the previous page
+	Limit  int    // at most this many; 0 or less means 100
+}
+
+// Check reports a query no store may run: a state that is not an attempt
+// state. The error is an *InputError. Stores call it first.
+func (q AttemptQuery) Check() error {
+	for _, s := range q.States {
+		if !s.Valid() {
+			return invalid("States", "%q is not an attempt state", s)
+		}
+	}
+	return nil
+}
+
+// LookupStore is a Store that records, durably, the last time someone
+// asked an attempt's provider what became of it, and the answer: package
+// failover's Reconciler records each lookup it makes through it, and an
+// operator's console shows it beside the attempt in doubt. It is optional:
+// a Reconciler on a store without it resolves attempts all the same, and
+// records no lookups.
+type LookupStore interface {
+	// RecordLookup records l as the attempt's last lookup, replacing the
+	// one before, whatever the attempt's state; it changes nothing else of
+	// the attempt (not its state, reason or update time). ErrNotFound if
+	// there is no such attempt. A lookup that l.Check refuses writes
+	// nothing.
+	RecordLookup(ctx context.Context, l AttemptLookup) error
+
+	// ReconcileStates returns, for each of the attempts named that exists,
+	// its last lookup and the reconciler's latest claim on it, in no
+	// particular order. Attempts never looked up or claimed have zero
+	// fields there; IDs of no attempt are left out.
+	ReconcileStates(ctx context.Context, attemptIDs []string) ([]ReconcileState, error)
+}
+
+// AttemptLookup is one question to an attempt's provider, and its answer.
+type AttemptLookup struct {
+	AttemptID string
+	At        time.Time
+	// Answer is what the provider said ("pending", "succeeded", "failed:
+	// why", "not_found"), or why it could not be asked ("error: …",
+	// "unsupported: …"); at most 4096 bytes.
+	Answer string
+}
+
+// Check reports a lookup no store may record: one without an attempt,
+// time or answer, or with an answer too long. The error is an
+// *InputError. Stores call it first.
+func (l AttemptLookup) Check() error {
+	switch {
+	case l.AttemptID == "":
+		return invalid("AttemptID", "empty")
+	case l.At.IsZero():
+		return invalid("At", "zero")
+	case l.Answer == "":
+		return invalid("Answer", "empty")
+	}
+	return checkText("Answer", l.Answer)
+}
+
+// ReconcileState is what LookupStore.ReconcileStates reads of an attempt:
+// its last lookup (zero LookupAt if none) and the latest reconciler claim.
+type ReconcileState struct {
+	AttemptID    string
+	LookupAt     time.Time
+	LookupAnswer string
+	ClaimToken   string    // the latest claim's token; empty if never claimed
+	ClaimedUntil time.Time // the end of that claim's lease
 }
 
 // JobReplacement is the input of Store.ReplaceJob.

@@ -521,23 +521,6 @@ func (s *PostgresStore) CreateJobPgxTx(ctx context.Context, tx pgx.Tx, j Job) (J
 	return got, created, inCallerTx(err)
 }
 
-// ListJobs implements JobLister.
-func (s *PostgresStore) ListJobs(ctx context.Context, q JobQuery) ([]Job, error) {
-	if err := q.Check(); err != nil {
-		return nil, err
-	}
-	query := s.q.listJobs
-	if q.Newest {
-		query = s.q.listJobsNewest
-	}
-	states := make(pgTextArray, len(q.States))
-	for i, st := range q.States {
-		states[i] = string(st)
-	}
-	return queryAll(ctx, s.db, s, "list jobs", func(sc scanner) (Job, error) { return scanJob(sc) }, query,
-		q.Owner, states, q.Kind, q.Provider, nullTime(q.CreatedAfter), nullTime(q.CreatedBefore), q.After, listLimit(q))
-}
-
 // StaleAttempts implements ClaimStore.
 func (s *PostgresStore) StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, error) {
 	limit := q.Limit

@@ -263,23 +263,6 @@ SELECT j.*, att.* FROM j, att WHERE NOT EXISTS (SELECT 1 FROM won)`
 // the time of the step, both updated_at and finished_at).
 const pgCompletedAttemptCols = `seq, provider, state, base_version, hedge, provider_ref, reason, created_at`
 
-// ListJobs: pgListJobs and pgListJobsNewest, oldest or newest first. Each
-// predicate holds when its parameter is empty (” or NULL, or no states),
-// so that one constant statement serves every query.
-const (
-	pgListJobsWhere = ` FROM intentjobs_jobs
-    WHERE ($1 = '' OR owner = $1)
-      AND (cardinality($2::text[]) = 0 OR state = ANY ($2::text[]))
-      AND ($3 = '' OR kind = $3)
-      AND ($4 = '' OR provider = $4)
-      AND ($5::timestamptz IS NULL OR created_at >= $5)
-      AND ($6::timestamptz IS NULL OR created_at < $6)`
-
-	pgListJobs = `SELECT ` + jobCols + pgListJobsWhere + ` AND ($7 = '' OR id > $7) ORDER BY id LIMIT $8`
-
-	pgListJobsNewest = `SELECT ` + jobCols + pgListJobsWhere + ` AND ($7 = '' OR id < $7) ORDER BY id DESC LIMIT $8`
-)
-
 // StaleAttempts, ClaimAttempt and RenewClaim.
 const (
 	// Stale attempts, served by intentjobs_attempts_stale_idx (updated_at,
@@ -482,7 +465,7 @@ type pgStatements struct {
 	createJob, insertJob, replaceJob, jobByID, jobByKey, closeJob  string
 	attemptByID, attempts, jobExists, createAttempt, updateAttempt string
 	completeJob, completeFate, completeAttempt                     string
-	listJobs, listJobsNewest, staleAttempts, claimAttempt          string
+	staleAttempts, claimAttempt                                    string
 	renewClaim, recordVerification, verifications                  string
 	countPurgeable, purge, blocker, otherInDoubt, claimToken       string
 	watchJob, schemaVersion, appliedMigrations                     string
@@ -515,8 +498,6 @@ func newPgStatements(schema string) *pgStatements {
 		completeJob:        qualifyTables(pgCompleteJob, schema),
 		completeFate:       qualifyTables(pgCompleteFate, schema),
 		completeAttempt:    qualifyTables(pgCompleteAttempt, schema),
-		listJobs:           qualifyTables(pgListJobs, schema),
-		listJobsNewest:     qualifyTables(pgListJobsNewest, schema),
 		staleAttempts:      qualifyTables(pgStaleAttempts, schema),
 		claimAttempt:       qualifyTables(pgClaimAttempt, schema),
 		renewClaim:         qualifyTables(pgRenewClaim, schema),

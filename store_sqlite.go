@@ -748,32 +748,6 @@ func (s *SQLiteStore) CreateJobTx(ctx context.Context, tx DBTX, j Job) (Job, boo
 	return got, created, inCallerTx(err)
 }
 
-// ListJobs implements JobLister.
-func (s *SQLiteStore) ListJobs(ctx context.Context, q JobQuery) ([]Job, error) {
-	if err := q.Check(); err != nil {
-		return nil, err
-	}
-	query := sqliteListJobs
-	if q.Newest {
-		query = sqliteListJobsNewest
-	}
-	var states strings.Builder // " pending running ": one string the statement searches
-	for _, st := range q.States {
-		states.WriteString(" " + string(st))
-	}
-	if states.Len() > 0 {
-		states.WriteString(" ")
-	}
-	micros := func(t time.Time) any {
-		if t.IsZero() {
-			return nil
-		}
-		return t.UnixMicro()
-	}
-	return queryAll(ctx, s.rdb, s, "list jobs", scanJob, query,
-		q.Owner, states.String(), q.Kind, q.Provider, micros(q.CreatedAfter), micros(q.CreatedBefore), q.After, listLimit(q))
-}
-
 // StaleAttempts implements ClaimStore.
 func (s *SQLiteStore) StaleAttempts(ctx context.Context, q StaleQuery) ([]Attempt, error) {
 	limit := q.Limit

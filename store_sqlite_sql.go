@@ -143,23 +143,6 @@ RETURNING ` + jobCols
     RETURNING ` + attemptCols
 )
 
-// ListJobs: sqliteListJobs and sqliteListJobsNewest, oldest or newest
-// first, as pgListJobs: each predicate holds when its parameter is empty.
-// The states come as one string of space-separated names (?2).
-const (
-	sqliteListJobsWhere = ` FROM intentjobs_jobs
-    WHERE (?1 = '' OR owner = ?1)
-      AND (?2 = '' OR instr(?2, ' ' || state || ' ') > 0)
-      AND (?3 = '' OR kind = ?3)
-      AND (?4 = '' OR provider = ?4)
-      AND (?5 IS NULL OR created_at >= ?5)
-      AND (?6 IS NULL OR created_at < ?6)`
-
-	sqliteListJobs = `SELECT ` + jobCols + sqliteListJobsWhere + ` AND (?7 = '' OR id > ?7) ORDER BY id LIMIT ?8`
-
-	sqliteListJobsNewest = `SELECT ` + jobCols + sqliteListJobsWhere + ` AND (?7 = '' OR id < ?7) ORDER BY id DESC LIMIT ?8`
-)
-
 // StaleAttempts, ClaimAttempt and RenewClaim.
 const (
 	// Served by intentjobs_attempts_stale_idx (updated_at, claimed_until;

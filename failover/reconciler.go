@@ -225,13 +225,16 @@ func (r *Reconciler) resolve(ctx context.Context, rs jobs.ClaimStore, c claim, r
 	recheck := orDefault(r.RecheckAfter, DefaultRecheckAfter)
 	p := r.Providers[a.Provider]
 	if p == nil {
-		rep.Errors = append(rep.Errors, fmt.Errorf("failover: reconcile attempt %s: no provider %q configured", a.ID, a.Provider))
+		err := fmt.Errorf("failover: reconcile attempt %s: no provider %q configured", a.ID, a.Provider)
+		rep.Errors = append(rep.Errors, err)
+		r.recordLookup(ctx, a, AnswerError+err.Error(), rep)
 		r.postpone(ctx, rs, c, recheck, rep)
 		return
 	}
 	lctx, cancel := context.WithTimeout(ctx, orDefault(r.LookupTimeout, DefaultLookupTimeout))
 	out, err := p.Lookup(lctx, a)
 	cancel()
+	r.recordLookup(ctx, a, answer(out, err), rep)
 	switch {
 	case errors.Is(err, ErrLookupUnsupported):
 		if r.postpone(ctx, rs, c, orDefault(r.StaleAfter, DefaultStaleAfter), rep) {
@@ -258,6 +261,83 @@ func (r *Reconciler) resolve(ctx context.Context, rs jobs.ClaimStore, c claim, r
 		rep.Errors = append(rep.Errors, fmt.Errorf("failover: reconcile attempt %s: provider %s answered unknown outcome %q", a.ID, a.Provider, out.State))
 		r.postpone(ctx, rs, c, recheck, rep)
 	}
+}
+
+// How a Reconciler records the answer to a lookup (jobs.AttemptLookup.Answer):
+// the provider's OutcomeState ("pending", "succeeded", "not_found"),
+// "failed: " and its reason, or one of these prefixes and the error.
+const (
+	AnswerUnsupported = "unsupported: " // the provider cannot look the request up (ErrLookupUnsupported): only an operator can resolve the attempt
+	AnswerError       = "error: "       // the lookup failed; it is asked again later
+)
+
+// answer is what a lookup's outcome and error are recorded as.
+func answer(out Outcome, err error) string {
+	switch {
+	case errors.Is(err, ErrLookupUnsupported):
+		return AnswerUnsupported + err.Error()
+	case err != nil:
+		return AnswerError + err.Error()
+	case out.State == OutcomeFailed && out.Reason != "":
+		return "failed: " + out.Reason
+	}
+	return string(out.State)
+}
+
+// recordLookup records the lookup of a and its answer, where the store
+// keeps lookups (jobs.LookupStore). The record is for operators: a failure
+// to write it is reported, and the answer is acted on all the same.
+func (r *Reconciler) recordLookup(ctx context.Context, a jobs.Attempt, ans string, rep *ReconcileReport) {
+	ls, ok := r.Manager.Store().(jobs.LookupStore)
+	if !ok {
+		return
+	}
+	wctx, cancel := writeContext(ctx, r.Manager)
+	defer cancel()
+	err := ls.RecordLookup(wctx, jobs.AttemptLookup{AttemptID: a.ID, At: r.Manager.Now(), Answer: jobs.SanitizeReason(ans)})
+	if err != nil {
+		rep.Errors = append(rep.Errors, fmt.Errorf("failover: record the lookup of attempt %s: %w", a.ID, err))
+	}
+}
+
+// ReconcileAttempt examines the attempt attemptID now, whatever its age:
+// it claims it, asks its provider what became of it, records the lookup
+// (where the store keeps lookups) and acts on the answer, as a pass of
+// ReconcileOnce would. An operator's console offers it to look again
+// without waiting for the next pass. The report says what happened: in
+// Resolved, Pending, NeedsOperator or Errors, or Claimed when another
+// reconciler holds the attempt.
+//
+// Errors: [jobs.ErrNotFound]; a *[jobs.TransitionError] (matching
+// [jobs.ErrInvalidTransition]) when the attempt is no longer starting,
+// running or unknown; [jobs.ErrStorage]; an error matching
+// [errors.ErrUnsupported] when the store is not a [jobs.ClaimStore].
+func (r *Reconciler) ReconcileAttempt(ctx context.Context, attemptID string) (ReconcileReport, error) {
+	var rep ReconcileReport
+	m := r.Manager
+	rs, ok := m.Store().(jobs.ClaimStore)
+	if !ok {
+		return rep, fmt.Errorf("failover: a Reconciler needs a store that lets it claim attempts; a %T does not: %w", m.Store(), errors.ErrUnsupported)
+	}
+	a, err := m.Attempt(ctx, attemptID)
+	if err != nil {
+		return rep, err
+	}
+	if !a.State.Open() {
+		return rep, &jobs.TransitionError{AttemptID: a.ID, From: a.State, To: jobs.AttemptUnknown,
+			Detail: "the attempt is no longer in doubt: there is nothing to look up"}
+	}
+	rep.Examined = 1
+	c, claimed, err := r.claim(ctx, rs, a)
+	if err != nil {
+		return rep, err
+	}
+	if !claimed {
+		rep.Claimed++
+		return rep, nil
+	}
+	r.resolve(ctx, rs, c, &rep)
+	return rep, nil
 }
 
 // lookupKey says how a's provider is asked about it.

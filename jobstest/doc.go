@@ -43,6 +43,16 @@
 //
 // Every other case needs the core alone.
 //
+// # Histories
+//
+// When JOBS_HISTORY_DIR is set, every case records each call it makes to
+// its store, from every goroutine, as a history in a run directory of
+// its own under that directory (see Recorder), and module linearcheck's
+// TestHistories checks each for linearizability against the Store
+// contract. A store that runs the suite has its histories recorded with
+// nothing more to write; its own concurrent tests record theirs with
+// NewRecorder.
+//
 // The suite's time is a Clock, a manual jobs.Clock that stands still until
 // the test moves it; use it in your own tests too, to drive deadlines,
 // claims and retention without sleeping. NewManager is jobs.New for tests.

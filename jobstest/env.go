@@ -27,20 +27,38 @@ import (
 type env struct {
 	t     *testing.T
 	ctx   context.Context
-	store jobs.Store
+	store jobs.Store // recorded, when JOBS_HISTORY_DIR is set
+	raw   jobs.Store // the store itself, for what the recorder does not pass on (DB)
 	m     *jobs.Manager
 	clock *Clock
 }
 
+// setup returns a fresh store and a Manager over it. When
+// JOBS_HISTORY_DIR is set, every call the case makes to the store, from
+// every goroutine, is recorded as one history (see Recorder).
 func setup(t *testing.T, newStore func(t testing.TB) jobs.Store, opts ...func(*jobs.Options)) *env {
 	t.Helper()
-	s := newStore(t)
+	raw := newStore(t)
+	return newEnv(t, raw, NewRecorder(t).Store(raw, "conformance"), opts...)
+}
+
+// setupUnrecorded is setup for a case whose history the linearizability
+// checker would misjudge, or cannot decide in time: nothing is recorded.
+// Each caller says why.
+func setupUnrecorded(t *testing.T, newStore func(t testing.TB) jobs.Store, opts ...func(*jobs.Options)) *env {
+	t.Helper()
+	raw := newStore(t)
+	return newEnv(t, raw, raw, opts...)
+}
+
+func newEnv(t *testing.T, raw, s jobs.Store, opts ...func(*jobs.Options)) *env {
+	t.Helper()
 	clock := NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	o := jobs.Options{Clock: clock, Logger: discardLogger()}
 	for _, f := range opts {
 		f(&o)
 	}
-	return &env{t: t, ctx: t.Context(), store: s, m: NewManager(t, s, o), clock: clock}
+	return &env{t: t, ctx: t.Context(), store: s, raw: raw, m: NewManager(t, s, o), clock: clock}
 }
 
 // with returns a copy of e for the subtest t.

@@ -336,7 +336,12 @@ func testKeyReuse(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 
 	t.Run("Concurrent", func(t *testing.T) {
 		t.Parallel()
-		e := setup(t, newStore)
+		// Not recorded: its history, 32 Submits racing one ReplaceJob that
+		// a slow store answers late, has the shape for which the
+		// linearizability checker's search is exponential (a write called
+		// first and placed after a read called later, with every other call
+		// placeable only after the write); it is not decided in minutes.
+		e := setupUnrecorded(t, newStore)
 		old := e.jobIn("k", jobs.JobFailed)
 		const n = 32
 		ids := make([]string, n)
@@ -416,7 +421,9 @@ func testKeyReuse(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 
 	t.Run("StoreContract", func(t *testing.T) {
 		t.Parallel()
-		e := setup(t, newStore)
+		// It asks for a new job under an ID another job holds: outside the
+		// checker's assumption that IDs are unique.
+		e := setupUnrecorded(t, newStore)
 		old := e.jobIn("k", jobs.JobFailed)
 		running := e.jobIn("busy", jobs.JobRunning)
 		fresh := func(id, key string) jobs.Job {

@@ -40,8 +40,12 @@ func Capabilities(s jobs.Store) map[string]bool {
 	_, verifications := s.(jobs.VerificationStore)
 	_, purge := s.(jobs.PurgeStore)
 	_, notifier := s.(jobs.CloseNotifier)
+	_, counter := s.(jobs.JobCounter)
+	_, attempts := s.(jobs.AttemptLister)
+	_, lookups := s.(jobs.LookupStore)
 	return map[string]bool{"TxStore": tx, "JobLister": lister, "ClaimStore": claims,
-		"VerificationStore": verifications, "PurgeStore": purge, "CloseNotifier": notifier}
+		"VerificationStore": verifications, "PurgeStore": purge, "CloseNotifier": notifier,
+		"JobCounter": counter, "AttemptLister": attempts, "LookupStore": lookups}
 }
 
 // cases are the suite's cases, each with the capability it needs, if any:
@@ -84,4 +88,7 @@ var cases = []struct {
 	{"Purge", "PurgeStore", testPurge},
 	{"PurgeRetired", "PurgeStore", testPurgeRetired},
 	{"Reconcile", "ClaimStore", testReconcile},
+	{"CountJobs", "JobCounter", testCountJobs},
+	{"ListAttempts", "AttemptLister", testListAttempts},
+	{"Lookups", "LookupStore", testLookups},
 }

@@ -29,9 +29,9 @@ func testSubmitTx(t *testing.T, newStore func(t testing.TB) jobs.Store) {
 		}
 		return
 	}
-	s, ok := e.store.(interface{ DB() *sql.DB })
+	s, ok := e.raw.(interface{ DB() *sql.DB })
 	if !ok {
-		t.Skipf("a %T is a jobs.TxStore without a method DB() *sql.DB: the suite cannot open a transaction on its database", e.store)
+		t.Skipf("a %T is a jobs.TxStore without a method DB() *sql.DB: the suite cannot open a transaction on its database", e.raw)
 	}
 	for _, commit := range []bool{true, false} {
 		t.Run(fmt.Sprintf("commit=%v", commit), func(t *testing.T) {

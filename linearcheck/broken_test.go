@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/internal/testdb"
@@ -331,4 +332,87 @@ func TestBrokenDoubleClaim(t *testing.T) {
 	r := newRun(t, doubleClaim{sq, sq.DB()})
 	raceClaims(t, r, 4)
 	mustViolate(t, r, r.check(), "ClaimAttempt", "claimed = true; want false")
+}
+
+// purgeInDoubt purges closed jobs whatever their attempts, as a purge
+// without the guard on open attempts would: the key of a job cancelled
+// while its attempt is in doubt is freed, and a new job takes it while
+// the old attempt may still act (the model's BROKEN_PURGE).
+type purgeInDoubt struct {
+	testdb.Store
+	db *sql.DB
+}
+
+func (s purgeInDoubt) PurgeJobs(ctx context.Context, q jobs.PurgeQuery) (jobs.PurgeCount, error) {
+	if q.DryRun || q.Limit == 0 {
+		return s.Store.PurgeJobs(ctx, q)
+	}
+	var n jobs.PurgeCount
+	before := q.Before.UnixMicro()
+	res, err := s.db.ExecContext(ctx, `DELETE FROM intentjobs_attempts WHERE job_id IN
+		(SELECT id FROM intentjobs_jobs WHERE closed_at IS NOT NULL AND closed_at < ?1 AND created_at < ?1)`, before)
+	if err != nil {
+		return n, err
+	}
+	n.Attempts, _ = res.RowsAffected()
+	if res, err = s.db.ExecContext(ctx, `DELETE FROM intentjobs_jobs WHERE closed_at IS NOT NULL AND closed_at < ?1 AND created_at < ?1`, before); err != nil {
+		return n, err
+	}
+	n.Jobs, _ = res.RowsAffected()
+	return n, nil
+}
+
+// purgeKeyInDoubt cancels n jobs whose attempt is in doubt, purges with a
+// cutoff after all of them, and then races, on each key, a Submit of the
+// same intent with the old attempt's late result.
+func purgeKeyInDoubt(t *testing.T, r *run, n int) {
+	ctx := context.Background()
+	m := r.manager("operator", options)
+	racers := []*jobs.Manager{r.manager("client", options), r.manager("runner", options)}
+	var keys []string
+	var doubtful []jobs.Attempt
+	for i := range n {
+		key := fmt.Sprintf("purged-%d", i)
+		j := submit(t, m, key, jobs.KeyReuseNever)
+		a, err := m.StartAttempt(ctx, j.ID, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.MarkUnknown(ctx, a.ID, "timeout"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.CancelJob(ctx, j.ID, "operator"); err != nil {
+			t.Fatal(err)
+		}
+		keys, doubtful = append(keys, key), append(doubtful, a)
+	}
+	if _, err := m.Purge(ctx, jobs.PurgeOptions{OlderThan: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	for i, key := range keys {
+		release(2, func(k int) {
+			if k == 0 {
+				submit(t, racers[0], key, jobs.KeyReuseNever)
+			} else {
+				racers[1].Complete(ctx, doubtful[i].ID, json.RawMessage(`{"late":true}`))
+			}
+		})
+	}
+}
+
+func TestBrokenPurgeInDoubt(t *testing.T) {
+	t.Parallel()
+	sq := testdb.NewSQLite(t)
+	r := newRun(t, purgeInDoubt{sq, sq.DB()})
+	purgeKeyInDoubt(t, r, 3)
+	mustViolate(t, r, r.check(), "CreateJob", "PurgeJobs")
+}
+
+// The same on the store as it is: the purge keeps the jobs in doubt, and
+// the Submits find them. Linearizable.
+func TestPurgeKeepsJobsInDoubt(t *testing.T) {
+	t.Parallel()
+	r := newRun(t, testdb.NewSQLite(t))
+	purgeKeyInDoubt(t, r, 3)
+	r.mustBeLinearizable()
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/history"
+	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/jobstest"
 	"github.com/intentjobs/jobs/linearcheck"
 	"github.com/intentjobs/jobs/memstore"
 )
@@ -91,12 +93,7 @@ func TestHistoriesEntryPoint(t *testing.T) {
 	m.Get(ctx, j.ID)
 	broken.load()
 
-	entry := func(root string) (string, error) {
-		cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHistories$", "-test.v")
-		cmd.Env = append(os.Environ(), EnvHistoryDir+"="+root)
-		out, err := cmd.CombinedOutput()
-		return string(out), err
-	}
+	entry := func(root string) (string, error) { return runTestHistories(t, root) }
 	out, err := entry(root)
 	if err == nil {
 		t.Errorf("TestHistories passed with a broken run:\n%s", out)
@@ -119,5 +116,61 @@ func TestHistoriesEntryPoint(t *testing.T) {
 	}
 	if out, err := entry(t.TempDir()); err == nil || !strings.Contains(out, "recorded none") {
 		t.Errorf("TestHistories on an empty directory: %v\n%s", err, out)
+	}
+}
+
+// runTestHistories runs TestHistories in a child process on root, as CI
+// runs it, and returns its verbose output.
+func runTestHistories(t *testing.T, root string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestHistories$", "-test.v")
+	cmd.Env = append(os.Environ(), EnvHistoryDir+"="+root)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// TestHistoriesCatchRecordedBugs records concurrent workloads the way the
+// stores' tests record theirs under JOBS_HISTORY_DIR (jobstest.Recorder):
+// racing completions and purges beside late results, on SQLite as it is
+// and on SQLite broken on purpose (two winners of one compare-and-swap; a
+// purge that frees the key of a job whose attempt is in doubt). Then
+// TestHistories, run on that directory as CI runs it, fails, naming each
+// broken run with its trace, and passes the others.
+func TestHistoriesCatchRecordedBugs(t *testing.T) {
+	root := t.TempDir()
+	t.Setenv(jobstest.EnvHistoryDir, root)
+	workloads := []struct {
+		name   string
+		broken bool
+		store  func(sq *jobs.SQLiteStore) jobs.Store
+		drive  func(t *testing.T, r *run)
+	}{
+		{"completes", false, func(sq *jobs.SQLiteStore) jobs.Store { return sq }, func(t *testing.T, r *run) { raceCompletes(t, r, 4) }},
+		{"two-winners", true, func(sq *jobs.SQLiteStore) jobs.Store { return twoWinners{sq, sq.DB()} }, func(t *testing.T, r *run) { raceCompletes(t, r, 4) }},
+		{"purge", false, func(sq *jobs.SQLiteStore) jobs.Store { return sq }, func(t *testing.T, r *run) { purgeKeyInDoubt(t, r, 2) }},
+		{"purge-in-doubt", true, func(sq *jobs.SQLiteStore) jobs.Store { return purgeInDoubt{sq, sq.DB()} }, func(t *testing.T, r *run) { purgeKeyInDoubt(t, r, 2) }},
+	}
+	for _, w := range workloads {
+		t.Run(w.name, func(t *testing.T) {
+			w.drive(t, recordedRun(t, w.store(testdb.NewSQLite(t))))
+		})
+	}
+	out, err := runTestHistories(t, root)
+	if err == nil {
+		t.Errorf("TestHistories passed with broken runs:\n%s", out)
+	}
+	for _, w := range workloads {
+		verdict := map[bool]string{false: "--- PASS", true: "--- FAIL"}[w.broken]
+		if want := verdict + ": TestHistories/TestHistoriesCatchRecordedBugs_" + w.name + "-"; !strings.Contains(out, want) {
+			t.Errorf("TestHistories does not say %q", want)
+		}
+	}
+	for _, want := range []string{"NOT LINEARIZABLE", "the contract says: refused ErrLostRace", "created = true; want false"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("TestHistories does not say %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("TestHistories said:\n%s", out)
 	}
 }

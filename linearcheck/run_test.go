@@ -10,6 +10,7 @@ import (
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/history"
 	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/jobstest"
 	"github.com/intentjobs/jobs/linearcheck"
 )
 
@@ -20,11 +21,14 @@ func TestMain(m *testing.M) {
 	testdb.Main(m)
 }
 
-// run is one recorded run: its directory, and the Sink of this process.
+// run is one recorded run: its directory, and the Sink of this process
+// or, for a run recorded as the stores' tests record theirs, the
+// jobstest.Recorder.
 type run struct {
 	t     *testing.T
 	dir   string
 	sink  *history.Sink
+	rec   *jobstest.Recorder
 	inner jobs.Store
 }
 
@@ -46,8 +50,25 @@ func joinRun(t *testing.T, inner jobs.Store, dir string) *run {
 	return &run{t: t, dir: dir, sink: sink, inner: inner}
 }
 
+// recordedRun records the calls made to inner as the stores' concurrent
+// tests do, with a jobstest.Recorder: a run directory under
+// $JOBS_HISTORY_DIR named after t, closed when t ends.
+func recordedRun(t *testing.T, inner jobs.Store) *run {
+	t.Helper()
+	rec := jobstest.NewRecorder(t)
+	if rec == nil {
+		t.Fatalf("%s is not set", jobstest.EnvHistoryDir)
+	}
+	return &run{t: t, dir: rec.Dir(), rec: rec, inner: inner}
+}
+
 // store returns inner recorded as the calls of client.
-func (r *run) store(client string) jobs.Store { return history.Record(r.inner, r.sink, client) }
+func (r *run) store(client string) jobs.Store {
+	if r.rec != nil {
+		return r.rec.Store(r.inner, client)
+	}
+	return history.Record(r.inner, r.sink, client)
+}
 
 // manager returns a Manager over the store of client.
 func (r *run) manager(client string, opts jobs.Options) *jobs.Manager {

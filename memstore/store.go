@@ -43,6 +43,8 @@ type attempt struct {
 	jobs.Attempt
 	claimToken   string    // the token of the latest claim; empty if never claimed
 	claimedUntil time.Time // the end of that claim's lease
+	lookupAt     time.Time // the last lookup (LookupStore); zero if none
+	lookupAnswer string
 }
 
 var (

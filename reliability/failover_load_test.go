@@ -77,7 +77,7 @@ func errorClass(err error) string {
 // failoverChild runs args.Goroutines callers until its stdin is closed. A
 // line "slow" on stdin makes each caller pause 100 ms between steps, a
 // line "full" ends the pauses (failoverLoad.throttle).
-func failoverChild(ctx context.Context, store jobs.SQLStore, args childArgs) int {
+func failoverChild(ctx context.Context, store jobs.Store, args childArgs) int {
 	m, err := jobs.New(store, jobs.Options{Hedging: true, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -244,6 +244,7 @@ func TestInjectedFaults(t *testing.T) {
 		t.Run(d.name, func(t *testing.T) {
 			t.Parallel()
 			store := d.open(t)
+			rec := jobstest.NewRecorder(t) // JOBS_HISTORY_DIR: the callers' view, faults and all
 			base := seed(t)
 			const workers = 4
 			iters := 220 * soak()
@@ -255,7 +256,7 @@ func TestInjectedFaults(t *testing.T) {
 				fs := faultstore.New(store, faultstore.Config{Seed: base*100 + uint64(i), Rate: 0.5, AfterShare: 0.5})
 				fss = append(fss, fs)
 				w := &workload{
-					m:     jobstest.NewManager(t, fs, jobs.Options{}),
+					m:     jobstest.NewManager(t, rec.Store(fs, fmt.Sprintf("worker-%d", i)), jobs.Options{}),
 					rng:   rand.New(rand.NewPCG(base, uint64(i))),
 					l:     l,
 					keys:  200 * soak(),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // Points at which a killed child dies.
@@ -66,7 +67,9 @@ func TestKilledProcess(t *testing.T) {
 					dsn = t.TempDir() + "/killed.db"
 					store = testdb.NewSQLiteAt(t, dsn)
 				}
-				m, err := jobs.New(store, jobs.Options{})
+				// The child records its calls into this run, until it is killed.
+				rec := jobstest.NewRecorder(t)
+				m, err := jobs.New(rec.Store(store, "survivor"), jobs.Options{})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -75,7 +78,7 @@ func TestKilledProcess(t *testing.T) {
 					t.Fatal(err)
 				}
 
-				raw, _ := json.Marshal(childArgs{JobID: j.ID, Point: point})
+				raw, _ := json.Marshal(childArgs{JobID: j.ID, Point: point, History: rec.Dir()})
 				cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^$")
 				cmd.Env = append(os.Environ(), envChildRole+"="+roleKilled, envChildDialect+"="+d.name, envChildDSN+"="+dsn, envChildArgs+"="+string(raw))
 				cmd.Stderr = os.Stderr

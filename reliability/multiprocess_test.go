@@ -17,6 +17,7 @@ import (
 
 	"github.com/intentjobs/jobs"
 	"github.com/intentjobs/jobs/internal/testdb"
+	"github.com/intentjobs/jobs/jobstest"
 )
 
 // A test binary re-executed with envChildRole set runs a child's part
@@ -42,6 +43,10 @@ type childArgs struct {
 	Process    int    `json:"process"`
 	JobID      string `json:"job_id,omitempty"`
 	Point      string `json:"point,omitempty"`
+	// History is the run directory of the parent's jobstest.Recorder,
+	// which the child joins with a Sink of its own; empty when the parent
+	// records nothing.
+	History string `json:"history,omitempty"`
 }
 
 // childEvent is one line a child writes on stdout.
@@ -70,6 +75,22 @@ func runChild(role string) int {
 		return 2
 	}
 	defer store.Close()
+	rec, err := jobstest.JoinRecorder(args.History)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	code := runRole(ctx, role, rec.Store(store, role), args, &waits)
+	if err := rec.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "child:", err)
+		return 2
+	}
+	return code
+}
+
+// runRole runs the child's part on store (recorded, if the parent
+// records).
+func runRole(ctx context.Context, role string, store jobs.Store, args childArgs, waits *writeWaits) int {
 	out := &eventWriter{enc: json.NewEncoder(os.Stdout)}
 	m, err := jobs.New(store, jobs.Options{Hedging: role == roleHammer})
 	if err != nil {
@@ -257,6 +278,8 @@ func TestManyProcesses(t *testing.T) {
 				dsn = t.TempDir() + "/shared.db"
 				store = testdb.NewSQLiteAt(t, dsn)
 			}
+			// Each child records its calls into this run, with a Sink of its own.
+			rec := jobstest.NewRecorder(t)
 			base := seed(t)
 			iters := 6 * soak()
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
@@ -268,7 +291,7 @@ func TestManyProcesses(t *testing.T) {
 			}
 			var children []child
 			for p := range processes {
-				cmd, so, se := spawn(ctx, t, roleHammer, d.name, dsn, childArgs{Goroutines: goroutines, Iterations: iters, Keys: 150 * soak(), Seed: base, Process: p})
+				cmd, so, se := spawn(ctx, t, roleHammer, d.name, dsn, childArgs{Goroutines: goroutines, Iterations: iters, Keys: 150 * soak(), Seed: base, Process: p, History: rec.Dir()})
 				children = append(children, child{cmd, so, se})
 			}
 			stopWatch := watchTransitions(t, store, 250*time.Millisecond)

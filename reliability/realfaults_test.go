@@ -96,7 +96,8 @@ func TestTerminatedBackends(t *testing.T) {
 		}
 	})
 	stopWatch := watchTransitions(t, store, 250*time.Millisecond)
-	l := runWorkload(t.Context(), jobstest.NewManager(t, store, jobs.Options{}), 4, 50*soak(), 60, seed(t), 5*time.Millisecond, nil)
+	rec := jobstest.NewRecorder(t)
+	l := runWorkload(t.Context(), jobstest.NewManager(t, rec.Store(store, "workload"), jobs.Options{}), 4, 50*soak(), 60, seed(t), 5*time.Millisecond, nil)
 	close(stop)
 	killer.Wait()
 	stopWatch()
@@ -184,7 +185,7 @@ func TestPostgresRestart(t *testing.T) {
 	store.DB().SetMaxOpenConns(6)
 	t.Cleanup(func() { store.Close() })
 
-	m, err := jobs.New(store, jobs.Options{})
+	m, err := jobs.New(jobstest.NewRecorder(t).Store(store, "workload"), jobs.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -213,8 +213,11 @@ var placeholder = regexp.MustCompile(`\$([0-9]+)`)
 
 // rebind turns a query written with $n placeholders into the dialect's form.
 func rebind(dialect, query string) string {
-	if dialect == SQLite {
+	switch dialect {
+	case SQLite:
 		return placeholder.ReplaceAllString(query, "?$1")
+	case MySQL:
+		return rebindMySQL(query)
 	}
 	return query
 }
@@ -223,8 +226,11 @@ func rebind(dialect, query string) string {
 func version(ctx context.Context, dialect string, db *sql.DB) string {
 	var v string
 	q := `SELECT 'SQLite ' || sqlite_version()`
-	if dialect == Postgres {
+	switch dialect {
+	case Postgres:
 		q = `SELECT 'PostgreSQL ' || current_setting('server_version')`
+	case MySQL:
+		q = `SELECT CONCAT(IF(VERSION() LIKE '%MariaDB%', 'MariaDB ', 'MySQL '), VERSION())`
 	}
 	if err := db.QueryRowContext(ctx, q).Scan(&v); err != nil {
 		return "unknown"

@@ -75,6 +75,9 @@ SELECT 'att' || substr(id, 4) || CAST($2 AS text), id, provider, 'running', vers
 // followed by 0 … owners-1. Their IDs sort before any the contender makes
 // itself.
 func (t *Tables) fill(ctx context.Context, owner string, owners, n int, state string) error {
+	if t.dialect == MySQL {
+		return t.fillMySQL(ctx, owner, owners, n, state)
+	}
 	query := fillJobsPostgres
 	if t.dialect == SQLite {
 		query = fillJobsSQLite
@@ -100,6 +103,9 @@ func (t *Tables) FillPending(ctx context.Context, owner string, n int) ([]string
 // hedge) started at the job's version, ready for two Completes to race.
 // It returns the attempts' IDs in pairs.
 func (t *Tables) FillRaces(ctx context.Context, owner string, n int) ([][2]string, error) {
+	if t.dialect == MySQL {
+		return t.fillRacesMySQL(ctx, owner, n)
+	}
 	if err := t.fill(ctx, owner, 1, n, t.s.raceJobState); err != nil {
 		return nil, err
 	}
@@ -161,9 +167,12 @@ func (t *Tables) FillTo(ctx context.Context, n int) error {
 			return err
 		}
 	}
-	if t.dialect == Postgres {
+	switch t.dialect {
+	case Postgres:
 		_, err = t.w.ExecContext(ctx, t.q(`VACUUM ANALYZE {jobs}`))
-	} else {
+	case MySQL:
+		_, err = t.w.ExecContext(ctx, t.q(`ANALYZE TABLE {jobs}`))
+	default:
 		_, err = t.w.ExecContext(ctx, `PRAGMA wal_checkpoint(TRUNCATE)`)
 	}
 	return err

@@ -23,6 +23,11 @@ const usage = `Usage: jobsctl [--sqlite PATH | --postgres DSN [--postgres-schema
 Commands:
   show JOB_ID | ATTEMPT_ID          a job and its attempts, as a timeline
   show --owner OWNER --key KEY      the same, found by owner and idempotency key
+  list [FILTERS] [--oldest] [--after JOB_ID] [--limit 50]
+                                    jobs, newest first, a page at a time; FILTERS are
+                                    --owner O --state S,S --kind K --provider P
+                                    --newer-than AGE --older-than AGE (90m, 36h, 7d)
+  count [FILTERS]                   how many jobs the same filters select
   stale [--older-than 5m] [--limit 100]
                                     attempts unknown, or starting/running with no news for
                                     --older-than; at most --limit of them, least recent first
@@ -138,6 +143,8 @@ func (c *cli) run(ctx context.Context, args []string) error {
 	cmds := map[string]func(context.Context, []string) error{
 		"show":    c.show,
 		"stale":   c.stale,
+		"list":    c.list,
+		"count":   c.count,
 		"cancel":  c.cancel,
 		"check":   c.check,
 		"purge":   c.purge,

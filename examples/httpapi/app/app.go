@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
+	mathrand "math/rand/v2"
 	"net/http"
 	"strings"
 	"sync"
@@ -50,6 +51,13 @@ type Options struct {
 	SweepInterval time.Duration
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// LostAcks is the share of prints, 0 to 1, whose acknowledgement the
+	// worker never gets, as if the network dropped it: their attempts
+	// become unknown while the printer prints on, for a Reconciler to
+	// resolve (or an operator, in the console). Defaults to 0.
+	LostAcks float64
+	// Console, if not nil, is served at /console/ (see ConsoleAccess).
+	Console http.Handler
 }
 
 // App serves the page and the API and works on the jobs.
@@ -60,6 +68,7 @@ type App struct {
 	queue  *workQueue
 	sweep  chan struct{} // asks the sweeper for a sweep; holds one request at most
 	logger *slog.Logger
+	spool  *spool
 }
 
 // New returns an App over m. Call Run to start its workers.
@@ -80,7 +89,7 @@ func New(m *jobs.Manager, opts Options) *App {
 		opts.Logger = slog.Default()
 	}
 	a := &App{m: m, opts: opts, queue: newWorkQueue(opts.QueueSize),
-		sweep: make(chan struct{}, 1), logger: opts.Logger}
+		sweep: make(chan struct{}, 1), logger: opts.Logger, spool: newSpool()}
 	a.api = jobshttp.New(m, jobshttp.Options{
 		Owner:   Owner,
 		MaxWait: 30 * time.Second,
@@ -113,11 +122,17 @@ func Owner(r *http.Request) (string, bool) {
 	return "", false
 }
 
-// Handler serves the page at / and the API at /jobs.
+// Handler serves the page at / and the API at /jobs, and the console at
+// /console/ with the demo's sign-in at /sign-in when Options.Console is
+// set.
 func (a *App) Handler() http.Handler {
 	mux := http.NewServeMux()
 	a.api.Register(mux)
 	mux.HandleFunc("GET /{$}", a.servePage)
+	if a.opts.Console != nil {
+		mux.Handle("/console/", a.opts.Console)
+		mux.HandleFunc("GET /sign-in", a.serveSignIn)
+	}
 	return mux
 }
 
@@ -193,7 +208,9 @@ func (a *App) sweepPending(ctx context.Context) error {
 	}
 	after := ""
 	for {
-		page, err := lister.ListJobs(ctx, jobs.JobQuery{States: []jobs.JobState{jobs.JobPending}, After: after, Limit: 500})
+		// Print jobs only: the store also holds the records of the
+		// console's actions, which are not the workers'.
+		page, err := lister.ListJobs(ctx, jobs.JobQuery{States: []jobs.JobState{jobs.JobPending}, Kind: "print", After: after, Limit: 500})
 		if err != nil || len(page) == 0 {
 			return err
 		}
@@ -219,15 +236,21 @@ func (a *App) work(ctx context.Context, jobID string) {
 		a.m.MarkUnknown(context.WithoutCancel(ctx), att.ID, "worker stopped")
 		return
 	}
-	if _, err := a.m.MarkRunning(ctx, att.ID, "spool-"+randomHex(4)); err != nil {
+	// The printer takes the request under the attempt's key and answers
+	// with its reference, which the worker records (unless the answer is
+	// lost: then the attempt is in doubt, and the printer prints on).
+	ref := a.spool.take(att.ProviderKey())
+	lost := mathrand.Float64() < a.opts.LostAcks
+	if lost {
+		if _, err := a.m.MarkUnknown(ctx, att.ID, "the printer's acknowledgement never arrived"); err != nil {
+			a.logger.Error("mark unknown", "attempt", att.ID, "err", err)
+		}
+	} else if _, err := a.m.MarkRunning(ctx, att.ID, ref); err != nil {
 		a.logger.Error("mark running", "attempt", att.ID, "err", err)
 		return
 	}
-	if !sleep(ctx, a.opts.WorkDelay-a.opts.WorkDelay/2) {
-		a.m.MarkUnknown(context.WithoutCancel(ctx), att.ID, "worker stopped")
-		return
-	}
-	job, err := a.m.Get(ctx, jobID)
+	stopped := !sleep(ctx, a.opts.WorkDelay-a.opts.WorkDelay/2)
+	job, err := a.m.Get(context.WithoutCancel(ctx), jobID)
 	if err != nil {
 		a.logger.Error("get job", "job", jobID, "err", err)
 		return
@@ -236,7 +259,15 @@ func (a *App) work(ctx context.Context, jobID string) {
 		Pages int `json:"pages"`
 	}
 	json.Unmarshal(job.Params, &params)
-	result, _ := json.Marshal(map[string]any{"printed_pages": params.Pages, "printer": att.Provider, "attempt": att.Seq})
+	result, _ := json.Marshal(map[string]any{"printed_pages": params.Pages, "printer": att.Provider, "attempt": att.Seq, "spool": ref})
+	a.spool.finish(ref, result)
+	if lost {
+		return // the worker never hears back; the Reconciler asks the spool
+	}
+	if stopped {
+		a.m.MarkUnknown(context.WithoutCancel(ctx), att.ID, "worker stopped")
+		return
+	}
 	if _, err := a.m.Complete(ctx, att.ID, result); err != nil {
 		a.logger.Error("complete", "attempt", att.ID, "err", err)
 	}

@@ -96,7 +96,7 @@ func TestApp(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&view); err != nil || resp.StatusCode != 201 {
 		t.Fatalf("POST: %d %v", resp.StatusCode, err)
 	}
-	if view.State != "succeeded" || string(view.Result) != `{"attempt":1,"printed_pages":3,"printer":"laser"}` {
+	if view.State != "succeeded" || !strings.HasPrefix(string(view.Result), `{"attempt":1,"printed_pages":3,"printer":"laser","spool":"spool-`) {
 		t.Errorf("job %+v; want succeeded with the printed pages", view)
 	}
 	job, err := m.Get(ctx, view.ID)
