@@ -118,10 +118,10 @@ func fingerprintOf(req SubmitRequest, canon []byte) (string, error) {
 // meaning differs between parsers), trailing data and nesting deeper than 128.
 func Canonicalize(data []byte) ([]byte, error) {
 	w := canonWork.Get().(*canonBuffers)
-	defer w.release()
 	p := canonParser{in: data, members: w.members[:0], scratch: w.scratch[:0]}
 	out, err := p.parse(make([]byte, 0, len(data)))
 	w.members, w.scratch = p.members, p.scratch
+	w.release(p.used)
 	return out, err
 }
 
@@ -138,10 +138,14 @@ var canonWork = sync.Pool{New: func() any { return new(canonBuffers) }}
 
 // release returns the buffers to the pool, without the input's keys, which
 // they must not keep alive, and without a scratch buffer grown past 64 KB
-// by one large request.
-func (w *canonBuffers) release() {
-	clear(w.members[:cap(w.members)])
-	clear(w.keys[:cap(w.keys)])
+// by one large request. The parser used at most the first used entries of
+// its members or keys (canonParser.used), and those alone are cleared: the
+// rest are clear already, by the release of whichever call used them. (Each
+// entry holds a pointer, and clearing one costs a write barrier while the
+// garbage collector marks.)
+func (w *canonBuffers) release(used int) {
+	clear(w.members[:min(used, cap(w.members))])
+	clear(w.keys[:min(used, cap(w.keys))])
 	if cap(w.scratch) > 64<<10 {
 		w.scratch = nil
 	}
@@ -153,10 +157,10 @@ func (w *canonBuffers) release() {
 // of a scan and without an allocation per value.
 func checkJSON(data []byte) error {
 	w := canonWork.Get().(*canonBuffers)
-	defer w.release()
 	p := canonParser{in: data, check: true, keys: w.keys[:0]}
 	_, err := p.parse(nil)
 	w.keys = p.keys
+	w.release(p.used)
 	return err
 }
 
@@ -169,6 +173,7 @@ type canonParser struct {
 	keys    [][]byte // with check: the keys of the objects being read, innermost last
 	members []member // without: the members of the objects being read, innermost last
 	scratch []byte   // a copy of an object's members while they are put in order
+	used    int      // the most entries of keys or members in use at once
 }
 
 // parse reads the whole input as one value and appends its canonical form
@@ -289,6 +294,7 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 			return nil, err
 		}
 		p.members = append(p.members, member{key, start, len(out)})
+		p.used = max(p.used, len(p.members))
 		more, err := p.memberEnd()
 		if err != nil {
 			return nil, err
@@ -397,6 +403,7 @@ func (p *canonParser) checkObject(out []byte, depth int) ([]byte, error) {
 			return nil, err
 		}
 		p.keys = append(p.keys, key)
+		p.used = max(p.used, len(p.keys))
 		more, err := p.memberEnd()
 		if err != nil {
 			return nil, err
