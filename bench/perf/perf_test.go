@@ -439,3 +439,32 @@ func TestRequestSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestCompleteVariantsThatKeepTheContractHoldTheInvariants races Completes
+// through the library's one-statement Complete and its narrow variant, run
+// by the benchmark on the library's schema, and expects one winner per job
+// and every loser lost. (The unlocked variant breaks that on purpose.)
+func TestCompleteVariantsThatKeepTheContractHoldTheInvariants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, name := range []string{CompleteLibrary, CompleteNarrow} {
+		c, err := OpenCompleteVariant(ctx, newDatabase(t, Postgres, ""), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		for _, w := range Suite() {
+			if !c.Runs(w) {
+				continue
+			}
+			tr, err := Prepare(ctx, w, c, 2*StormCallers)
+			if err != nil {
+				t.Fatalf("%s/%s: %v", w.Name, name, err)
+			}
+			tr.Run(ctx)
+			if r := tr.Check(ctx); r.Violations != 0 {
+				t.Errorf("%s/%s: %d violations: %v", w.Name, name, r.Violations, r.Problems)
+			}
+		}
+	}
+}

@@ -224,6 +224,12 @@ func openLibraryVariant(name string) func(context.Context, perf.Database) (perf.
 	}
 }
 
+func openCompleteVariant(name string) func(context.Context, perf.Database) (perf.Contender, error) {
+	return func(ctx context.Context, d perf.Database) (perf.Contender, error) {
+		return perf.OpenCompleteVariant(ctx, d, name)
+	}
+}
+
 func openBaseline(style perf.CompleteStyle) func(context.Context, perf.Database) (perf.Contender, error) {
 	return func(ctx context.Context, d perf.Database) (perf.Contender, error) {
 		return perf.OpenBaseline(ctx, d, style)
@@ -253,6 +259,11 @@ func openSetup(ctx context.Context, cfg Config, db DB, dir, prefix string, all b
 			continue
 		}
 		opens = append(opens, opener{"sql-lean+" + f.Name, openLean(f.Feature), ablate})
+	}
+	for _, v := range perf.CompleteVariants {
+		if db.Dialect == perf.Postgres {
+			opens = append(opens, opener{v, openCompleteVariant(v), ablate})
+		}
 	}
 	for _, v := range []string{perf.JobsNoChecks, perf.JobsStore, perf.JobsNoNotify} {
 		if v == perf.JobsNoNotify && db.Dialect != perf.Postgres {
