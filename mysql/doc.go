@@ -4,8 +4,11 @@
 // It is written against the exported contract of package jobs alone, as
 // any store of a third party would be, and implements the Store with every
 // capability: jobs.TxStore (Manager.SubmitTx), jobs.JobLister,
-// jobs.ClaimStore (reconcilers), jobs.VerificationStore, jobs.PurgeStore and
-// jobs.CloseNotifier (Manager.Wait, by polling: MySQL has no LISTEN).
+// jobs.ClaimStore (reconcilers), jobs.VerificationStore, jobs.PurgeStore,
+// jobs.CloseNotifier (Manager.Wait, by polling: MySQL has no LISTEN), and
+// for operators' tools (package console, package inspect, jobsctl)
+// jobs.JobCounter, jobs.AttemptLister and jobs.LookupStore, from schema
+// version 2.
 //
 // # Quick start
 //
@@ -41,5 +44,6 @@
 // *jobs.StorageError (a lost connection is of kind StorageUnavailable).
 //
 // The schema is in Migrations, as plain SQL files that goose and
-// golang-migrate read as they are (MigrationsFor).
+// golang-migrate read as they are (MigrationsFor); opening a store at an
+// older version upgrades it in place.
 package mysql

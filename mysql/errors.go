@@ -53,6 +53,8 @@ const (
 	erCheckViolatedMy   = 3819 // MySQL: CHECK constraint failed
 	erNotSupportedYet   = 1235 // e.g. GET_LOCK under Galera
 	erDataTooLong       = 1406
+	erDupFieldName      = 1060 // ALTER TABLE: the column exists
+	erDupKeyName        = 1061 // ALTER TABLE: the index exists
 	erAccessDenied      = 1045
 	erDBAccessDenied    = 1044
 	erTableAccessDenied = 1142

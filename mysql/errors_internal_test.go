@@ -91,3 +91,24 @@ func retryableNumber(err error) bool {
 	var me *gomysql.MySQLError
 	return errors.As(err, &me) && (me.Number == 1213 || me.Number == 1205 || me.Number == 1180)
 }
+
+// An ALTER TABLE that finds its column or index added meanwhile by
+// another opener is done; any other error of a migration is not.
+func TestAddedMeanwhile(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&gomysql.MySQLError{Number: 1060, Message: "Duplicate column name 'lookup_at'"}, true},
+		{fmt.Errorf("exec: %w", &gomysql.MySQLError{Number: 1061, Message: "Duplicate key name 'intentjobs_attempts_provider_ref_idx'"}), true},
+		{&gomysql.MySQLError{Number: 1062, Message: "Duplicate entry"}, false},
+		{&gomysql.MySQLError{Number: 1146, Message: "Table 'x' doesn't exist"}, false},
+		{errors.New("1060"), false},
+		{nil, false},
+	} {
+		if got := addedMeanwhile(tc.err); got != tc.want {
+			t.Errorf("addedMeanwhile(%v) = %v; want %v", tc.err, got, tc.want)
+		}
+	}
+}

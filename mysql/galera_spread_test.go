@@ -22,6 +22,20 @@ type spread struct {
 	next  atomic.Int64
 }
 
+// spread has every capability of the store, so that the suite runs
+// every case on it.
+var _ interface {
+	jobs.TxStore
+	jobs.JobLister
+	jobs.JobCounter
+	jobs.AttemptLister
+	jobs.LookupStore
+	jobs.ClaimStore
+	jobs.VerificationStore
+	jobs.PurgeStore
+	jobs.CloseNotifier
+} = (*spread)(nil)
+
 func (s *spread) node() *mysql.Store { return s.nodes[int(s.next.Add(1))%len(s.nodes)] }
 
 func (s *spread) CreateJob(ctx context.Context, j jobs.Job) (jobs.Job, bool, error) {
@@ -76,6 +90,18 @@ func (s *spread) Verifications(ctx context.Context, f jobs.VerificationFilter) (
 }
 func (s *spread) PurgeJobs(ctx context.Context, q jobs.PurgeQuery) (jobs.PurgeCount, error) {
 	return s.node().PurgeJobs(ctx, q)
+}
+func (s *spread) CountJobs(ctx context.Context, q jobs.JobQuery) (int64, error) {
+	return s.node().CountJobs(ctx, q)
+}
+func (s *spread) ListAttempts(ctx context.Context, q jobs.AttemptQuery) ([]jobs.Attempt, error) {
+	return s.node().ListAttempts(ctx, q)
+}
+func (s *spread) RecordLookup(ctx context.Context, l jobs.AttemptLookup) error {
+	return s.node().RecordLookup(ctx, l)
+}
+func (s *spread) ReconcileStates(ctx context.Context, attemptIDs []string) ([]jobs.ReconcileState, error) {
+	return s.node().ReconcileStates(ctx, attemptIDs)
 }
 func (s *spread) NotifyClosed(ctx context.Context, jobID string) (<-chan struct{}, func(), error) {
 	return s.node().NotifyClosed(ctx, jobID)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -240,61 +239,6 @@ func (s *Store) CloseJob(ctx context.Context, c jobs.JobClose) (jobs.Job, error)
 	}
 	s.notify.wake(out.ID)
 	return out, nil
-}
-
-// ListJobs implements jobs.JobLister.
-func (s *Store) ListJobs(ctx context.Context, q jobs.JobQuery) ([]jobs.Job, error) {
-	if err := q.Check(); err != nil {
-		return nil, err
-	}
-	var b strings.Builder
-	b.WriteString(qListJobs)
-	var args []any
-	if q.Owner != "" {
-		b.WriteString(` AND owner = ?`)
-		args = append(args, q.Owner)
-	}
-	if len(q.States) > 0 {
-		b.WriteString(` AND state IN (?` + strings.Repeat(`, ?`, len(q.States)-1) + `)`)
-		for _, st := range q.States {
-			args = append(args, string(st))
-		}
-	}
-	if q.Kind != "" {
-		b.WriteString(` AND kind = ?`)
-		args = append(args, q.Kind)
-	}
-	if q.Provider != "" {
-		b.WriteString(` AND provider = ?`)
-		args = append(args, q.Provider)
-	}
-	if !q.CreatedAfter.IsZero() {
-		b.WriteString(` AND created_at >= ?`)
-		args = append(args, dbTime(q.CreatedAfter))
-	}
-	if !q.CreatedBefore.IsZero() {
-		b.WriteString(` AND created_at < ?`)
-		args = append(args, dbTime(q.CreatedBefore))
-	}
-	order := ` ORDER BY id LIMIT ?`
-	if q.After != "" {
-		if q.Newest {
-			b.WriteString(` AND id < ?`)
-		} else {
-			b.WriteString(` AND id > ?`)
-		}
-		args = append(args, q.After)
-	}
-	if q.Newest {
-		order = ` ORDER BY id DESC LIMIT ?`
-	}
-	limit := q.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	b.WriteString(order)
-	args = append(args, limit)
-	return queryAll(ctx, s.db, "list jobs", scanJob, b.String(), args...)
 }
 
 // keyStreak follows the keys CreateJob meets: taken ones in a row (n < 0,

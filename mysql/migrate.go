@@ -128,8 +128,10 @@ func (s *Store) checkSchema(ctx context.Context) error {
 // lock (GET_LOCK) that makes concurrent openers of the database wait for
 // each other. Galera does not replicate named locks (MariaDB refuses
 // GET_LOCK there): the files are safe to run twice at once anyway, since
-// every table is made with IF NOT EXISTS in one statement and the version
-// row is inserted once. MySQL commits each DDL statement by itself, so a
+// every table is made with IF NOT EXISTS in one statement, every column
+// and index is added by one ALTER TABLE only where it is missing (and an
+// ALTER TABLE that finds it added meanwhile is taken as done), and the
+// version row is inserted once. MySQL commits each DDL statement by itself, so a
 // migration cannot run in one transaction; one that stopped half way runs
 // again from its start.
 func (s *Store) migrate(ctx context.Context) (err error) {
@@ -164,6 +166,9 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		for _, stmt := range statements(m.SQL) {
 			err := s.retrying(ctx, "migrate "+m.Name, func() error {
 				_, err := conn.ExecContext(ctx, stmt)
+				if addedMeanwhile(err) {
+					return nil
+				}
 				return err
 			})
 			if err != nil {
@@ -180,6 +185,15 @@ func (s *Store) migrate(ctx context.Context) (err error) {
 		}
 	}
 	return nil
+}
+
+// addedMeanwhile reports whether err is an ALTER TABLE's refusal to add a
+// column or an index that exists: on Galera, where the migration lock is
+// not held, another opener added it between this one's check and its
+// ALTER TABLE, and the migration goes on as if this one had.
+func addedMeanwhile(err error) bool {
+	var me *gomysql.MySQLError
+	return errors.As(err, &me) && (me.Number == erDupFieldName || me.Number == erDupKeyName)
 }
 
 // rowQueryer is what *sql.DB and *sql.Conn have in common.

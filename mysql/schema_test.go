@@ -270,23 +270,30 @@ func TestTimesAreUTCMicroseconds(t *testing.T) {
 }
 
 // The migration files: goose's annotations, golang-migrate's names, and a
-// database migrated by running the file statement by statement opens with
+// database migrated by running each file whole, twice, opens with
 // SkipMigrations; an empty one does not.
 func TestMigrations(t *testing.T) {
 	t.Parallel()
-	b, err := fs.ReadFile(mysql.Migrations(), "0001_init.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(string(b), "-- +goose Up\n") {
-		t.Errorf("0001_init.sql does not start with goose's annotation")
+	ms := mysql.MigrationList()
+	if len(ms) != 2 || mysql.SchemaVersion() != 2 {
+		t.Fatalf("%d migrations, schema version %d; want 2", len(ms), mysql.SchemaVersion())
 	}
 	gm, err := mysql.MigrationsFor(jobs.GolangMigrate)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if up, err := fs.ReadFile(gm, "0001_init.up.sql"); err != nil || string(up) != string(b) {
-		t.Errorf("golang-migrate's 0001_init.up.sql: %v", err)
+	for i, m := range ms {
+		if m.Version != i+1 || !strings.HasPrefix(m.SQL, "-- +goose Up\n") {
+			t.Errorf("migration %d: version %d, %s does not start with goose's annotation", i, m.Version, m.Name)
+		}
+		b, err := fs.ReadFile(mysql.Migrations(), m.Name)
+		if err != nil || string(b) != m.SQL {
+			t.Errorf("Migrations()/%s: %v", m.Name, err)
+		}
+		up, err := fs.ReadFile(gm, strings.TrimSuffix(m.Name, ".sql")+".up.sql")
+		if err != nil || string(up) != m.SQL {
+			t.Errorf("golang-migrate's %s: %v", m.Name, err)
+		}
 	}
 	if _, err := mysql.MigrationsFor(jobs.MigrationLayout(9)); !errors.Is(err, jobs.ErrInvalidInput) {
 		t.Errorf("an unknown layout: %v; want ErrInvalidInput", err)
@@ -299,27 +306,26 @@ func TestMigrations(t *testing.T) {
 	if !errors.As(err, &se) || se.Kind != jobs.StorageSchema {
 		t.Fatalf("SkipMigrations on an empty database: %v; want a StorageError of kind schema", err)
 	}
-	// As a tool that runs each statement of the file would (goose does
-	// so, golang-migrate with multiStatements=true sends it whole).
-	cfg, _ := gomysql.ParseDSN(dsn)
-	cfg.MultiStatements = true
-	db, err := sql.Open("mysql", cfg.FormatDSN())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for range 2 { // twice: a file run again changes nothing
-		if _, err := db.ExecContext(ctx, string(b)); err != nil {
-			t.Fatalf("running 0001_init.sql: %v", err)
+	// As golang-migrate with multiStatements=true does: each file sent
+	// whole.
+	db := multiStatements(t, dsn)
+	for _, m := range ms {
+		for range 2 { // twice: a file run again changes nothing
+			if _, err := db.ExecContext(ctx, m.SQL); err != nil {
+				t.Fatalf("running %s: %v", m.Name, err)
+			}
 		}
 	}
 	s := openStoreAt(t, dsn, mysql.SkipMigrations())
 	applied, err := s.AppliedMigrations(ctx)
-	if err != nil || len(applied) != 1 || applied[0].Version != 1 || applied[0].Name != "0001_init.sql" {
+	if err != nil || len(applied) != 2 || applied[0].Name != "0001_init.sql" || applied[1].Name != "0002_attempt_lookups.sql" {
 		t.Fatalf("AppliedMigrations = %+v, %v", applied, err)
 	}
 	if v, err := s.DatabaseSchemaVersion(ctx); err != nil || v != mysql.SchemaVersion() {
 		t.Fatalf("DatabaseSchemaVersion = %d, %v; want %d", v, err, mysql.SchemaVersion())
+	}
+	if got := indexColumns(t, db, "intentjobs_attempts_provider_ref_idx"); got != "provider_ref(255)" {
+		t.Errorf("intentjobs_attempts_provider_ref_idx is on %s; want provider_ref(255)", got)
 	}
 	// A database whose schema is newer than the package is refused.
 	if _, err := db.ExecContext(ctx, `INSERT INTO intentjobs_schema_migrations VALUES (99, '0099_future.sql', 'x')`); err != nil {
@@ -328,6 +334,51 @@ func TestMigrations(t *testing.T) {
 	if _, err := mysql.Open(ctx, dsn); !errors.As(err, &se) || se.Kind != jobs.StorageSchema || !strings.Contains(se.Message, "newer") {
 		t.Fatalf("Open on a newer schema: %v; want a StorageError of kind schema", err)
 	}
+}
+
+// multiStatements opens a handle on dsn that sends a script whole, as
+// golang-migrate's does.
+func multiStatements(t testing.TB, dsn string) *sql.DB {
+	t.Helper()
+	cfg, err := gomysql.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MultiStatements = true
+	db, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// indexColumns describes the columns of an index of intentjobs_attempts,
+// with their prefix lengths: "provider_ref(255)".
+func indexColumns(t testing.TB, db *sql.DB, index string) string {
+	t.Helper()
+	rows, err := db.Query(`SELECT column_name, sub_part FROM information_schema.statistics
+	    WHERE table_schema = DATABASE() AND table_name = 'intentjobs_attempts' AND index_name = ? ORDER BY seq_in_index`, index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var name string
+		var sub sql.NullInt64
+		if err := rows.Scan(&name, &sub); err != nil {
+			t.Fatal(err)
+		}
+		if sub.Valid {
+			name += fmt.Sprintf("(%d)", sub.Int64)
+		}
+		cols = append(cols, name)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(cols, ", ")
 }
 
 // Several openers of one empty database at once: one schema, one version
@@ -348,7 +399,7 @@ func TestConcurrentOpeners(t *testing.T) {
 		t.Cleanup(func() { stores[i].Close() })
 	}
 	applied, err := stores[0].AppliedMigrations(t.Context())
-	if err != nil || len(applied) != 1 {
+	if err != nil || len(applied) != mysql.SchemaVersion() {
 		t.Fatalf("AppliedMigrations = %+v, %v", applied, err)
 	}
 }

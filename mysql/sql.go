@@ -102,8 +102,19 @@ const (
 	qAttemptFate = `UPDATE intentjobs_attempts SET state = ?, reason = ?, updated_at = ?, finished_at = ? WHERE id = ?`
 )
 
-// ListJobs: the conditions are added as the query asks for them.
-const qListJobs = `SELECT ` + jobCols + ` FROM intentjobs_jobs WHERE TRUE`
+// ListJobs, CountJobs and ListAttempts are built condition by condition:
+// see inspect.go.
+
+// RecordLookup and ReconcileStates.
+const (
+	qRecordLookup = `UPDATE intentjobs_attempts SET lookup_at = ?, lookup_answer = ? WHERE id = ?`
+
+	qAttemptExists = `SELECT 1 FROM intentjobs_attempts WHERE id = ?`
+
+	// Followed by the IDs' placeholders and a closing parenthesis.
+	qReconcileStates = `SELECT id, lookup_at, lookup_answer, claim_token, claimed_until
+    FROM intentjobs_attempts WHERE id IN (`
+)
 
 // StaleAttempts, ClaimAttempt and RenewClaim.
 const (
