@@ -118,10 +118,10 @@ func fingerprintOf(req SubmitRequest, canon []byte) (string, error) {
 // meaning differs between parsers), trailing data and nesting deeper than 128.
 func Canonicalize(data []byte) ([]byte, error) {
 	w := canonWork.Get().(*canonBuffers)
-	defer w.release()
 	p := canonParser{in: data, members: w.members[:0], scratch: w.scratch[:0]}
 	out, err := p.parse(make([]byte, 0, len(data)))
 	w.members, w.scratch = p.members, p.scratch
+	w.release(p.used)
 	return out, err
 }
 
@@ -138,10 +138,14 @@ var canonWork = sync.Pool{New: func() any { return new(canonBuffers) }}
 
 // release returns the buffers to the pool, without the input's keys, which
 // they must not keep alive, and without a scratch buffer grown past 64 KB
-// by one large request.
-func (w *canonBuffers) release() {
-	clear(w.members[:cap(w.members)])
-	clear(w.keys[:cap(w.keys)])
+// by one large request. The parser used at most the first used entries of
+// its members or keys (canonParser.used), and those alone are cleared: the
+// rest are clear already, by the release of whichever call used them. (Each
+// entry holds a pointer, and clearing one costs a write barrier while the
+// garbage collector marks.)
+func (w *canonBuffers) release(used int) {
+	clear(w.members[:min(used, cap(w.members))])
+	clear(w.keys[:min(used, cap(w.keys))])
 	if cap(w.scratch) > 64<<10 {
 		w.scratch = nil
 	}
@@ -153,10 +157,10 @@ func (w *canonBuffers) release() {
 // of a scan and without an allocation per value.
 func checkJSON(data []byte) error {
 	w := canonWork.Get().(*canonBuffers)
-	defer w.release()
 	p := canonParser{in: data, check: true, keys: w.keys[:0]}
 	_, err := p.parse(nil)
 	w.keys = p.keys
+	w.release(p.used)
 	return err
 }
 
@@ -169,6 +173,7 @@ type canonParser struct {
 	keys    [][]byte // with check: the keys of the objects being read, innermost last
 	members []member // without: the members of the objects being read, innermost last
 	scratch []byte   // a copy of an object's members while they are put in order
+	used    int      // the most entries of keys or members in use at once
 }
 
 // parse reads the whole input as one value and appends its canonical form
@@ -289,6 +294,7 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 			return nil, err
 		}
 		p.members = append(p.members, member{key, start, len(out)})
+		p.used = max(p.used, len(p.members))
 		more, err := p.memberEnd()
 		if err != nil {
 			return nil, err
@@ -299,25 +305,47 @@ func (p *canonParser) object(out []byte, depth int) ([]byte, error) {
 	}
 	ms := p.members[base:]
 	defer func() { p.members = p.members[:base] }()
-	sorted := slices.IsSortedFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
-	if !sorted {
-		slices.SortStableFunc(ms, func(a, b member) int { return bytes.Compare(a.key, b.key) })
+	sorted := true // and no key twice
+	for i := 1; i < len(ms) && sorted; i++ {
+		sorted = bytes.Compare(ms[i-1].key, ms[i].key) < 0
 	}
-	for i := 1; i < len(ms); i++ {
-		if bytes.Equal(ms[i-1].key, ms[i].key) {
-			return nil, duplicateKey(string(ms[i].key))
-		}
+	if sorted {
+		return append(out, '}'), nil
 	}
-	if !sorted {
-		body := open + 1
-		p.scratch = append(p.scratch[:0], out[body:]...)
-		out = out[:body]
-		for i, m := range ms {
-			if i > 0 {
-				out = append(out, ',')
+	// The members' order, sorted as indexes rather than by moving the
+	// members, whose keys are pointers: moving them costs a write barrier
+	// each while the garbage collector marks.
+	var small [32]int32
+	order := small[:0]
+	if len(ms) > len(small) {
+		order = make([]int32, 0, len(ms))
+	}
+	for i := range ms {
+		order = append(order, int32(i))
+	}
+	if len(order) <= len(small) {
+		for i := 1; i < len(order); i++ { // an insertion sort: stable, and quick for a few members
+			for k := i; k > 0 && bytes.Compare(ms[order[k-1]].key, ms[order[k]].key) > 0; k-- {
+				order[k-1], order[k] = order[k], order[k-1]
 			}
-			out = append(out, p.scratch[m.start-body:m.end-body]...)
 		}
+	} else {
+		slices.SortStableFunc(order, func(a, b int32) int { return bytes.Compare(ms[a].key, ms[b].key) })
+	}
+	for i := 1; i < len(order); i++ {
+		if bytes.Equal(ms[order[i-1]].key, ms[order[i]].key) {
+			return nil, duplicateKey(string(ms[order[i]].key))
+		}
+	}
+	body := open + 1
+	p.scratch = append(p.scratch[:0], out[body:]...)
+	out = out[:body]
+	for i, k := range order {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		m := ms[k]
+		out = append(out, p.scratch[m.start-body:m.end-body]...)
 	}
 	return append(out, '}'), nil
 }
@@ -375,6 +403,7 @@ func (p *canonParser) checkObject(out []byte, depth int) ([]byte, error) {
 			return nil, err
 		}
 		p.keys = append(p.keys, key)
+		p.used = max(p.used, len(p.keys))
 		more, err := p.memberEnd()
 		if err != nil {
 			return nil, err
@@ -472,16 +501,23 @@ func (p *canonParser) number(out []byte) ([]byte, error) {
 func (p *canonParser) str() (s []byte, escaped bool, err error) {
 	p.pos++ // "
 	start := p.pos
-	// Fast path: no escapes.
+	// Fast path: no escapes. Eight bytes at a time while they are all
+	// plain ASCII, then byte by byte, noting any byte that is not ASCII:
+	// only a string that has one needs its UTF-8 checked.
+	for p.pos+8 <= len(p.in) && !specialWord(binary.LittleEndian.Uint64(p.in[p.pos:])) {
+		p.pos += 8
+	}
+	var high byte
 	for p.pos < len(p.in) {
 		c := p.in[p.pos]
 		if plainByte[c] {
+			high |= c
 			p.pos++
 			continue
 		}
 		if c == '"' {
 			s := p.in[start:p.pos:p.pos]
-			if !utf8.Valid(s) {
+			if high >= utf8.RuneSelf && !utf8.Valid(s) {
 				return nil, false, p.errorf("string is not valid UTF-8")
 			}
 			p.pos++
@@ -551,6 +587,18 @@ func (p *canonParser) str() (s []byte, escaped bool, err error) {
 		}
 	}
 	return nil, false, p.errorf("unterminated string")
+}
+
+// specialWord reports whether any of the eight bytes of w (a string's
+// bytes, read little-endian) is not plain ASCII: a control character, '"',
+// '\\' or a byte of 0x80 or above. It may report a plain byte that
+// follows a special one as special too, which only ends the fast path a
+// few bytes early.
+func specialWord(w uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	zero := func(v uint64) uint64 { return (v - ones) & ^v & highs } // bytes that are 0
+	less := (w - ones*0x20) & ^w & highs                             // bytes below 0x20
+	return (less|zero(w^(ones*'"'))|zero(w^(ones*'\\'))|w)&highs != 0
 }
 
 // plainByte tells the bytes that a JSON string holds as they are: not a

@@ -1,10 +1,13 @@
 package jobs
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // jsonCheckSeeds are inputs at the edges of the canonical parser's rules.
@@ -56,5 +59,49 @@ func agree(t *testing.T, in []byte) {
 	}
 	if checkErr != nil && len(checkErr.Error()) > 200 {
 		t.Errorf("%.80q: a %d-byte problem; it must fit in a reason", in, len(checkErr.Error()))
+	}
+}
+
+// TestSpecialWordFindsEveryByteThatIsNotPlainASCII checks the string scan's
+// eight-byte test against the byte table, for every byte value at every
+// place in a word of plain bytes.
+func TestSpecialWordFindsEveryByteThatIsNotPlainASCII(t *testing.T) {
+	t.Parallel()
+	for c := range 256 {
+		want := !plainByte[c] || c >= utf8.RuneSelf
+		for i := range 8 {
+			w := []byte("abcdefgh")
+			w[i] = byte(c)
+			if got := specialWord(binary.LittleEndian.Uint64(w)); got != want {
+				t.Errorf("byte %#x at %d: specialWord = %v, want %v", c, i, got, want)
+			}
+		}
+	}
+	if specialWord(binary.LittleEndian.Uint64([]byte("plain te"))) {
+		t.Error("plain ASCII reported special")
+	}
+}
+
+// TestLongStringsReadAsEncodingJSONReadsThem puts each kind of byte that
+// ends the string scan's eight-byte path at every place of a long string,
+// and wants Canonicalize to accept what encoding/json accepts (it refuses
+// more: invalid UTF-8, which encoding/json replaces) and to keep the value.
+func TestLongStringsReadAsEncodingJSONReadsThem(t *testing.T) {
+	t.Parallel()
+	for _, special := range []string{"é", "😀", "\xff", "\xed\xa0\x80", "\x01", "\t", `\n`, `\"`, `\\`, `\u00e9`, `"`} {
+		for i := range 20 {
+			in := []byte(`"` + strings.Repeat("a", i) + special + strings.Repeat("b", 20-i) + `"`)
+			canon, err := Canonicalize(in)
+			if want := json.Valid(in) && utf8.Valid(in); (err == nil) != want {
+				t.Fatalf("%q: Canonicalize error %v, want valid = %v", in, err, want)
+			}
+			if err != nil {
+				continue
+			}
+			var a, b string
+			if json.Unmarshal(in, &a) != nil || json.Unmarshal(canon, &b) != nil || a != b {
+				t.Errorf("%q: canonical form %q reads %q, want %q", in, canon, b, a)
+			}
+		}
 	}
 }

@@ -389,18 +389,70 @@ func (s *SQLiteStore) jobByKeyIfAny(ctx context.Context, owner, key string) (Job
 	return j, true, nil
 }
 
-// writeJob is CreateJob's write, in its turn.
-func (s *SQLiteStore) writeJob(ctx context.Context, j Job) (Job, bool, error) {
+// writeJob is CreateJob's write, in its turn. While another writer holds
+// the turn, it joins the line of transactions committed together (inTx),
+// as StartAttempt and Complete do: the inserts of new keys that wait for
+// the write lock together share one commit, and write the pages they share
+// (the table's last page, the last page of the index of IDs, which grow in
+// the order of the IDs) once. Alone, it is one statement, which commits
+// by itself.
+func (s *SQLiteStore) writeJob(ctx context.Context, j Job) (got Job, created bool, err error) {
+	if s.queue.busy() {
+		got, created, err = s.writeJobInLine(ctx, j)
+	} else {
+		got, created, err = s.writeJobAlone(ctx, j)
+	}
+	if err == nil {
+		s.keys.record(created)
+	}
+	return got, created, err
+}
+
+// writeJobAlone is writeJob's plain insert. (A function of its own, so that
+// the line's closure, which escapes, does not move this one's variables to
+// the heap.)
+func (s *SQLiteStore) writeJobAlone(ctx context.Context, j Job) (Job, bool, error) {
 	var got Job
 	var created bool
 	err := s.writeOne(ctx, "create job", func() (err error) {
 		got, created, err = s.createJob(ctx, s.db, j)
 		return err
 	})
-	if err == nil {
-		s.keys.record(created)
-	}
 	return got, created, err
+}
+
+// writeJobInLine is writeJob's insert in the line of transactions.
+func (s *SQLiteStore) writeJobInLine(ctx context.Context, j Job) (Job, bool, error) {
+	var got Job
+	var created bool
+	err := s.inTx(ctx, "create job", func(ctx context.Context, st sqliteConnStatements) (err error) {
+		got, created, err = s.createJobIn(ctx, st, j)
+		return err
+	})
+	return got, created, err
+}
+
+// createJobIn is createJob in a transaction of inTx, which holds the write
+// lock: a key that the insert finds taken is bound to a job that the read
+// after it finds.
+func (s *SQLiteStore) createJobIn(ctx context.Context, st sqliteConnStatements, j Job) (Job, bool, error) {
+	created := time.UnixMicro(j.CreatedAt.UnixMicro()).UTC()
+	n, err := st.exec(ctx, sqliteCreateJob,
+		j.ID, j.Owner, j.Key, j.Kind, j.Provider, string(j.Params), j.Fingerprint, created.UnixMicro())
+	if err != nil {
+		return Job{}, false, s.interpret("create job", err)
+	}
+	if n == 1 {
+		return Job{ID: j.ID, Owner: j.Owner, Key: j.Key, Kind: j.Kind, Provider: j.Provider, Params: slices.Clone(j.Params),
+			Fingerprint: j.Fingerprint, State: JobPending, Version: 1, CreatedAt: created, UpdatedAt: created}, true, nil
+	}
+	got, err := scanJob(st.queryRow(ctx, sqliteJobByKey, j.Owner, j.Key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, false, errKeptChanging("create job") // cannot happen: the insert found it, under the write lock
+	} else if err != nil {
+		return Job{}, false, s.interpret("get job by key", err)
+	}
+	return got, false, nil
 }
 
 // createJob inserts j, or reads the job bound to its key. The job it

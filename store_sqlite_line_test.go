@@ -450,3 +450,72 @@ func TestSQLiteLineKeepsTheGuarantees(t *testing.T) {
 		t.Fatalf("job: %v %v, want succeeded", j.State, err)
 	}
 }
+
+// TestSQLiteCreateJobsWaitingTogetherCommitTogether holds the write turn
+// while new keys, and a key already taken, are submitted: they wait in the
+// line and are committed in one batch, each with its own outcome (the new
+// keys created with their own IDs, the taken key returning its job).
+func TestSQLiteCreateJobsWaitingTogetherCommitTogether(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ls := openLineStore(t)
+	newJob := func(key string) Job {
+		now := time.Now().UTC().Truncate(time.Microsecond)
+		return Job{ID: newID(jobPrefix, now), Owner: "o", Key: key, Kind: "charge", Provider: "psp",
+			Params: json.RawMessage(`{"k":"` + key + `"}`), Fingerprint: "f-" + key, State: JobPending, Version: 1,
+			CreatedAt: now, UpdatedAt: now}
+	}
+	taken, created, err := ls.CreateJob(ctx, newJob("taken"))
+	if err != nil || !created {
+		t.Fatalf("first job: created %v, %v", created, err)
+	}
+	// Keys new in a row: CreateJob goes straight to the insert, which
+	// finds the taken key in line.
+	for i := 1; i < keyStreakLength; i++ {
+		if _, created, err := ls.CreateJob(ctx, newJob(fmt.Sprint("before-", i))); err != nil || !created {
+			t.Fatalf("job %d: created %v, %v", i, created, err)
+		}
+	}
+	release := ls.hold(t)
+	const n = 8
+	want := make([]Job, n)
+	got := make([]Job, n)
+	wasCreated := make([]bool, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		want[i] = newJob(fmt.Sprint("new-", i))
+		if i == n-1 {
+			want[i] = newJob("taken")
+		}
+		wg.Go(func() { got[i], wasCreated[i], errs[i] = ls.CreateJob(ctx, want[i]) })
+	}
+	waitFor(t, func() bool { return ls.waiting() == n })
+	release()
+	wg.Wait()
+	if sizes := ls.sizes(); !slices.Contains(sizes, n) {
+		t.Errorf("batches of %v, want one of %d", sizes, n)
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Fatalf("CreateJob %d: %v", i, errs[i])
+		}
+		wantJob, wantCreated := want[i], true
+		if i == n-1 {
+			wantJob, wantCreated = taken, false
+		}
+		if wasCreated[i] != wantCreated {
+			t.Errorf("CreateJob %d: created %v, want %v", i, wasCreated[i], wantCreated)
+		}
+		if diff := cmp.Diff(wantJob, got[i]); diff != "" {
+			t.Errorf("CreateJob %d returned (-want +got):\n%s", i, diff)
+		}
+		stored, err := ls.JobByKey(ctx, "o", wantJob.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(wantJob, stored); diff != "" {
+			t.Errorf("job %d as stored (-want +got):\n%s", i, diff)
+		}
+	}
+}

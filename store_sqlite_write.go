@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -433,6 +434,7 @@ func pause(ctx context.Context) bool {
 // A nil *writeQueue queues nothing: stores over a caller's *sql.DB.
 type writeQueue struct {
 	turn     chan struct{} // one slot: holding it is this store's turn
+	waiting  atomic.Int32  // goroutines waiting for the turn
 	lockPath string        // the shared lock file; "" for none (":memory:")
 	own      *lockFile     // the lock file, open while the store is
 	ownHeld  bool          // own is locked
@@ -479,13 +481,17 @@ func (q *writeQueue) lock(ctx context.Context, ran <-chan struct{}) error {
 	select {
 	case q.turn <- struct{}{}:
 	default:
+		q.waiting.Add(1)
 		select {
 		case q.turn <- struct{}{}:
 		case <-ran:
+			q.waiting.Add(-1)
 			return errTaken
 		case <-ctx.Done():
+			q.waiting.Add(-1)
 			return ctx.Err()
 		}
+		q.waiting.Add(-1)
 		select {
 		case <-ran: // that too, while the turn came free
 			<-q.turn
@@ -526,12 +532,17 @@ func (q *writeQueue) unlock() {
 		q.held = nil
 	}
 	<-q.turn
-	// Hand the turn over now. The receive has made the next writer
-	// runnable, but on this goroutine's processor, where it runs only once
-	// this goroutine blocks: until then the next write would wait for
-	// whatever the caller does after its write (a Submit returning, the
-	// next request being checked and fingerprinted), and the writes of a
-	// busy store would be spaced by that work. Yielding costs next to
-	// nothing when nobody waits.
-	runtime.Gosched()
+	// Hand the turn over now, if a writer waits for it. The receive has
+	// made the next writer runnable, but on this goroutine's processor,
+	// where it runs only once this goroutine blocks: until then the next
+	// write would wait for whatever the caller does after its write (a
+	// Submit returning, the next request being checked and fingerprinted),
+	// and the writes of a busy store would be spaced by that work.
+	if q.waiting.Load() > 0 {
+		runtime.Gosched()
+	}
 }
+
+// busy reports whether another writer holds the turn: a write would wait.
+// A nil queue is never busy.
+func (q *writeQueue) busy() bool { return q != nil && len(q.turn) > 0 }

@@ -28,6 +28,10 @@
 #                         pgCompleteJob, then pgCompleteFate, in one pipeline
 #                         (one round trip); the parameters numbered as above
 #
+# The report (cd bench && go run ./cmd/report) runs library, library-unlocked-job
+# and library-narrow as contenders too (perf.CompleteVariants, embedded by
+# sql.go), through the client and interleaved with the library itself.
+#
 # Needs psql and pgbench, and PostgreSQL at JOBS_TEST_POSTGRES_DSN (default:
 # the local test database). The scratch schema is dropped at the end.
 set -euo pipefail

@@ -36,11 +36,28 @@ type River[TTx any] struct {
 	client *river.Client[TTx]
 	count  func(ctx context.Context, owner string) (int, error)
 	close  func()
-	trips  *atomic.Int64 // PostgreSQL only
+	warm   func(ctx context.Context, n int) error // PostgreSQL only
+	reset  func()                                 // PostgreSQL only
+	trips  *atomic.Int64                          // PostgreSQL only
 }
 
 // Name implements perf.Contender.
 func (r *River[TTx]) Name() string { return "river" }
+
+// WarmConns implements perf.ConnWarmer.
+func (r *River[TTx]) WarmConns(ctx context.Context, n int) error {
+	if r.warm == nil {
+		return nil
+	}
+	return r.warm(ctx, n)
+}
+
+// CloseIdleConns implements perf.ConnWarmer.
+func (r *River[TTx]) CloseIdleConns() {
+	if r.reset != nil {
+		r.reset()
+	}
+}
 
 // Runs implements perf.Contender: River runs the Submit workloads on tables
 // of its own, which it does not let the workloads prefill, and has no
@@ -101,6 +118,22 @@ func OpenRiver(ctx context.Context, db perf.Database) (perf.Contender, error) {
 		if err != nil {
 			return nil, err
 		}
+		warm := func(ctx context.Context, n int) error {
+			conns := make([]*pgxpool.Conn, 0, n)
+			defer func() {
+				for _, c := range conns {
+					c.Release()
+				}
+			}()
+			for range min(n, perf.MaxPostgresConns) {
+				c, err := pool.Acquire(ctx)
+				if err != nil {
+					return err
+				}
+				conns = append(conns, c)
+			}
+			return nil
+		}
 		r, err := newRiver(ctx, riverpgxv5.New(pool), func(ctx context.Context, owner string) (n int, err error) {
 			err = pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE args->>'owner' = $1`, owner).Scan(&n)
 			return n, err
@@ -109,7 +142,7 @@ func OpenRiver(ctx context.Context, db perf.Database) (perf.Contender, error) {
 			pool.Close()
 			return nil, err
 		}
-		r.trips = trips
+		r.trips, r.warm, r.reset = trips, warm, pool.Reset
 		return r, nil
 	}
 	sdb, err := sql.Open("sqlite3", db.DSN+"?"+perf.SQLiteParams(db.Synchronous))

@@ -368,6 +368,14 @@ func (b *Baseline) CountJobs(ctx context.Context, owner string) (int, error) {
 // Tables implements Lifecycle.
 func (b *Baseline) Tables() *Tables { return b.tables }
 
+// CloseIdleConns implements ConnWarmer.
+func (b *Baseline) CloseIdleConns() { closeIdle(b.w) }
+
+// WarmConns implements ConnWarmer.
+func (b *Baseline) WarmConns(ctx context.Context, n int) error {
+	return warmPool(ctx, b.dialect, b.w, n)
+}
+
 // RoundTrips implements Contender.
 func (b *Baseline) RoundTrips() int64 { return b.trips.Load() }
 

@@ -33,6 +33,49 @@ const (
 // MaxPostgresConns bounds every PostgreSQL pool of a benchmark.
 const MaxPostgresConns = 10
 
+// ConnWarmer is a contender whose PostgreSQL connections are opened ahead
+// of a trial and closed after it. A report runs many contenders, one at a
+// time, each with a pool of MaxPostgresConns: pools that kept their
+// connections between trials would reach the server's limit. Prepare opens
+// as many as the trial has goroutines, untimed; a report closes them once
+// the trial is checked.
+type ConnWarmer interface {
+	WarmConns(ctx context.Context, n int) error
+	CloseIdleConns()
+}
+
+// closeIdle closes the idle connections of db's pool.
+func closeIdle(db *sql.DB) {
+	db.SetMaxIdleConns(0)
+	db.SetMaxIdleConns(MaxPostgresConns)
+}
+
+// warmPool opens up to n connections of db's pool, on PostgreSQL, and
+// returns them to it.
+func warmPool(ctx context.Context, dialect string, db *sql.DB, n int) error {
+	if dialect != Postgres {
+		return nil
+	}
+	n = min(n, MaxPostgresConns)
+	conns := make([]*sql.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
+		if err := c.PingContext(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Database is where one contender keeps its tables, and how it connects.
 // Every contender of a comparison gets a Database of its own, so that none
 // pays for another's schema (its triggers, indexes and rows), and the same

@@ -29,9 +29,41 @@ var (
 		`"payment_method":{"type":"card","last4":"{n}","fingerprint":"{h}"}}`)
 )
 
+// The request sizes of the Submit workloads, in bytes, roughly.
+const (
+	Size100B = 100
+	Size1KB  = 1000
+	Size10KB = 10_000
+)
+
+// The requests of about 100 bytes (an amount and two references) and about
+// 10 KB (the order of paramsTemplate with 70 line items).
+var (
+	smallParamsTemplate = parseTemplate(`{"amount":{n},"currency":"eur","customer":"cus_{h}","order":"ord_{h}"}`)
+	largeParamsTemplate = parseTemplate(`{"amount":{n},"currency":"eur","description":"Order {h} for customer {h}",` +
+		`"customer":{"id":"cus_{h}","email":"{h}@example.com","name":"Customer {h}",` +
+		`"address":{"line1":"{n} Harbour Road","line2":"Unit {n}","city":"Springfield","postal_code":"{n}","country":"DE"}},` +
+		`"items":[` + strings.Repeat(`{"sku":"sku_{h}","name":"Item {h}","quantity":{n},"unit_amount":{n}},`, 69) +
+		`{"sku":"sku_{h}","name":"Item {h}","quantity":{n},"unit_amount":{n}}],` +
+		`"metadata":{"order_id":"ord_{h}","session":"{h}","campaign":"{h}","note":"{h}{h}"},` +
+		`"capture":true,"statement_descriptor":"JOBS {n}"}`)
+)
+
 // ParamsFor returns the request parameters of the benchmark intent submitted
-// under key: the same for the same key, different for another.
+// under key, about 1 KB: the same for the same key, different for another.
 func ParamsFor(key string) json.RawMessage { return paramsTemplate.fill(key) }
+
+// SizedParamsFor is ParamsFor for a request of about size bytes: Size100B,
+// Size1KB or Size10KB (0 is Size1KB).
+func SizedParamsFor(size int, key string) json.RawMessage {
+	switch size {
+	case Size100B:
+		return smallParamsTemplate.fill(key)
+	case Size10KB:
+		return largeParamsTemplate.fill(key)
+	}
+	return paramsTemplate.fill(key)
+}
 
 // ResultFor returns the result that the attempt with this ID offers when it
 // completes: different for every attempt, so that a check can tell whose
@@ -76,7 +108,7 @@ func (t template) fill(seed string) json.RawMessage {
 	f.Write([]byte(seed))
 	rng := rand.New(rand.NewPCG(f.Sum64(), 0x6a6f6273))
 	const digits = "0123456789abcdef"
-	b := make([]byte, 0, 1152)
+	b := make([]byte, 0, 1152*len(t)/len(paramsTemplate))
 	for _, p := range t {
 		b = append(b, p.text...)
 		switch p.hole {

@@ -379,3 +379,92 @@ func TestWarmReadsTheIndexesSubmitReads(t *testing.T) {
 		})
 	}
 }
+
+// TestLeanContendersHoldTheirInvariants runs the Submit workloads briefly
+// for the leanest baseline and for it with each of the library's choices
+// added, and expects no violation.
+func TestLeanContendersHoldTheirInvariants(t *testing.T) {
+	t.Parallel()
+	for _, db := range databases {
+		t.Run(db.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			features := []LeanFeature{0}
+			for _, f := range LeanFeatures {
+				if f.Feature != FileLock || db.dialect == SQLite {
+					features = append(features, f.Feature)
+				}
+			}
+			for _, f := range features {
+				c, err := OpenLean(ctx, newDatabase(t, db.dialect, db.synchronous), f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Close() })
+				for _, w := range Suite() {
+					if !c.Runs(w) && (f != 0 || w.NeedsTables()) {
+						continue
+					}
+					if f != 0 && !w.Ablation {
+						continue
+					}
+					tr, err := Prepare(ctx, w, c, 2*StormCallers)
+					if err != nil {
+						t.Fatalf("%s/%s: %v", w.Name, c.Name(), err)
+					}
+					tr.Run(ctx)
+					if r := tr.Check(ctx); r.Violations != 0 {
+						t.Errorf("%s/%s: %d violations: %v", w.Name, c.Name(), r.Violations, r.Problems)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRequestSizes checks the sizes of the requests of each size.
+func TestRequestSizes(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ size, lo, hi int }{{Size100B, 80, 130}, {Size1KB, 900, 1200}, {Size10KB, 9000, 11500}} {
+		p := SizedParamsFor(tt.size, "k")
+		var v map[string]any
+		if err := json.Unmarshal(p, &v); err != nil {
+			t.Fatalf("size %d: not JSON: %v", tt.size, err)
+		}
+		if len(p) < tt.lo || len(p) > tt.hi {
+			t.Errorf("size %d: %d bytes, want %d to %d", tt.size, len(p), tt.lo, tt.hi)
+		}
+		if string(p) == string(SizedParamsFor(tt.size, "other")) {
+			t.Errorf("size %d: two keys, one request", tt.size)
+		}
+	}
+}
+
+// TestCompleteVariantsThatKeepTheContractHoldTheInvariants races Completes
+// through the library's one-statement Complete and its narrow variant, run
+// by the benchmark on the library's schema, and expects one winner per job
+// and every loser lost. (The unlocked variant breaks that on purpose.)
+func TestCompleteVariantsThatKeepTheContractHoldTheInvariants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, name := range []string{CompleteLibrary, CompleteNarrow} {
+		c, err := OpenCompleteVariant(ctx, newDatabase(t, Postgres, ""), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		for _, w := range Suite() {
+			if !c.Runs(w) {
+				continue
+			}
+			tr, err := Prepare(ctx, w, c, 2*StormCallers)
+			if err != nil {
+				t.Fatalf("%s/%s: %v", w.Name, name, err)
+			}
+			tr.Run(ctx)
+			if r := tr.Check(ctx); r.Violations != 0 {
+				t.Errorf("%s/%s: %d violations: %v", w.Name, name, r.Violations, r.Problems)
+			}
+		}
+	}
+}

@@ -40,18 +40,30 @@ type Workload struct {
 	Kind       Kind
 	Goroutines int
 	Stored     int // SubmitStored: jobs in the table before measuring
+	// Size is the request's size in bytes, roughly (Size100B, Size1KB,
+	// Size10KB); 0 is Size1KB.
+	Size int
+	// Ablation marks the workloads that the contenders pricing one choice
+	// of the library each (Lean with features) run.
+	Ablation bool
 }
 
 // Suite returns the workloads, in the order they are reported.
 func Suite() []Workload {
 	return []Workload{
-		{Name: "submit-new-g1", Title: "Submit, new key, 1 goroutine", Kind: SubmitNew, Goroutines: 1},
-		{Name: "submit-new-g16", Title: "Submit, new key, 16 goroutines", Kind: SubmitNew, Goroutines: 16},
+		{Name: "submit-new-100b-g1", Title: "Submit, new key, ~100 B, 1 goroutine", Kind: SubmitNew, Goroutines: 1, Size: Size100B},
+		{Name: "submit-new-100b-g16", Title: "Submit, new key, ~100 B, 16 goroutines", Kind: SubmitNew, Goroutines: 16, Size: Size100B},
+		{Name: "submit-new-100b-g64", Title: "Submit, new key, ~100 B, 64 goroutines", Kind: SubmitNew, Goroutines: 64, Size: Size100B},
+		{Name: "submit-new-g1", Title: "Submit, new key, 1 goroutine", Kind: SubmitNew, Goroutines: 1, Ablation: true},
+		{Name: "submit-new-g16", Title: "Submit, new key, 16 goroutines", Kind: SubmitNew, Goroutines: 16, Ablation: true},
 		{Name: "submit-new-g64", Title: "Submit, new key, 64 goroutines", Kind: SubmitNew, Goroutines: 64},
+		{Name: "submit-new-10kb-g1", Title: "Submit, new key, ~10 KB, 1 goroutine", Kind: SubmitNew, Goroutines: 1, Size: Size10KB},
+		{Name: "submit-new-10kb-g16", Title: "Submit, new key, ~10 KB, 16 goroutines", Kind: SubmitNew, Goroutines: 16, Size: Size10KB},
+		{Name: "submit-new-10kb-g64", Title: "Submit, new key, ~10 KB, 64 goroutines", Kind: SubmitNew, Goroutines: 64, Size: Size10KB},
 		{Name: "storm-g64", Title: "Duplicate storm, 64 goroutines per key", Kind: Storm, Goroutines: StormCallers},
-		{Name: "replay-g16", Title: "Replay of existing keys, 16 goroutines", Kind: Replay, Goroutines: 16},
+		{Name: "replay-g16", Title: "Replay of existing keys, 16 goroutines", Kind: Replay, Goroutines: 16, Ablation: true},
 		{Name: "start-running-g16", Title: "StartAttempt + MarkRunning, 16 goroutines", Kind: StartRunning, Goroutines: 16},
-		{Name: "complete-race-g16", Title: "Complete, 2 attempts racing per job, 8 jobs at once", Kind: Complete, Goroutines: 16},
+		{Name: "complete-race-g16", Title: "Complete, 2 attempts racing per job, 8 jobs at once", Kind: Complete, Goroutines: 16, Ablation: true},
 		{Name: "submit-stored-10k", Title: "Submit latency, 10,000 jobs stored", Kind: SubmitStored, Goroutines: 1, Stored: 10_000},
 		{Name: "submit-stored-1m", Title: "Submit latency, 1,000,000 jobs stored", Kind: SubmitStored, Goroutines: 1, Stored: 1_000_000},
 	}
@@ -177,6 +189,11 @@ func Prepare(ctx context.Context, w Workload, c Contender, n int) (*Trial, error
 		}
 	}
 	n = max(n, 1)
+	if cw, ok := c.(ConnWarmer); ok {
+		if err := cw.WarmConns(ctx, w.Goroutines); err != nil {
+			return nil, fmt.Errorf("%s: open connections: %w", c.Name(), err)
+		}
+	}
 	t := &Trial{W: w, C: c, n: n, owner: c.Name() + "-" + randomHex(6)}
 	var err error
 	switch w.Kind {
@@ -235,7 +252,7 @@ func (t *Trial) newKeys(n int) {
 	t.params = make([]json.RawMessage, n)
 	for i := range t.keys {
 		t.keys[i] = NewKey()
-		t.params[i] = ParamsFor(t.keys[i])
+		t.params[i] = SizedParamsFor(t.W.Size, t.keys[i])
 	}
 }
 

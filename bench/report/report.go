@@ -36,6 +36,11 @@ type Config struct {
 	Synchronous []string
 	River       bool // include River as a peer for the Submit workloads
 	TxBaseline  bool // include the four-statement Complete as a second baseline
+	// Ablation includes the contenders that price one choice of the
+	// library each, on the ablation workloads (perf.Workload.Ablation): the
+	// leanest baseline with one choice added (perf.LeanFeatures), and the
+	// library with one part switched off (perf.JobsNoChecks, perf.JobsStore).
+	Ablation bool
 	// AlterLibrary, if set, is SQL run on the library's schema once it is
 	// applied (perf.Database.AlterLibrary): an ablation. The report says
 	// so before anything else.
@@ -54,6 +59,7 @@ func DefaultConfig() Config {
 		Synchronous: []string{"FULL", "NORMAL"},
 		River:       true,
 		TxBaseline:  true,
+		Ablation:    true,
 		Workloads:   perf.Suite(),
 		Log:         os.Stderr,
 	}
@@ -206,6 +212,24 @@ func openLibrary(alter string) func(context.Context, perf.Database) (perf.Conten
 	}
 }
 
+func openLean(f perf.LeanFeature) func(context.Context, perf.Database) (perf.Contender, error) {
+	return func(ctx context.Context, d perf.Database) (perf.Contender, error) {
+		return perf.OpenLean(ctx, d, f)
+	}
+}
+
+func openLibraryVariant(name string) func(context.Context, perf.Database) (perf.Contender, error) {
+	return func(ctx context.Context, d perf.Database) (perf.Contender, error) {
+		return perf.OpenLibraryVariant(ctx, d, name)
+	}
+}
+
+func openCompleteVariant(name string) func(context.Context, perf.Database) (perf.Contender, error) {
+	return func(ctx context.Context, d perf.Database) (perf.Contender, error) {
+		return perf.OpenCompleteVariant(ctx, d, name)
+	}
+}
+
 func openBaseline(style perf.CompleteStyle) func(context.Context, perf.Database) (perf.Contender, error) {
 	return func(ctx context.Context, d perf.Database) (perf.Contender, error) {
 		return perf.OpenBaseline(ctx, d, style)
@@ -217,21 +241,41 @@ func openBaseline(style perf.CompleteStyle) func(context.Context, perf.Database)
 // file is named prefix-contender.
 func openSetup(ctx context.Context, cfg Config, db DB, dir, prefix string, all bool) (*setup, error) {
 	s := &setup{}
-	opens := []struct {
+	type opener struct {
 		name string
 		open func(context.Context, perf.Database) (perf.Contender, error)
 		want bool
-	}{
+	}
+	opens := []opener{
 		{"sql", openBaseline(perf.CompleteInOneStatement), true},
+		{"sql-lean", openLean(0), all},
 		{"jobs", openLibrary(cfg.AlterLibrary), true},
 		{"river", peer.OpenRiver, all && cfg.River},
 		{"sql-tx", openBaseline(perf.CompleteInTransaction), all && cfg.TxBaseline},
+	}
+	ablate := all && cfg.Ablation && slices.ContainsFunc(cfg.Workloads, func(w perf.Workload) bool { return w.Ablation })
+	for _, f := range perf.LeanFeatures {
+		if f.Feature == perf.FileLock && db.Dialect != perf.SQLite {
+			continue
+		}
+		opens = append(opens, opener{"sql-lean+" + f.Name, openLean(f.Feature), ablate})
+	}
+	for _, v := range perf.CompleteVariants {
+		if db.Dialect == perf.Postgres {
+			opens = append(opens, opener{v, openCompleteVariant(v), ablate})
+		}
+	}
+	for _, v := range []string{perf.JobsNoChecks, perf.JobsStore, perf.JobsNoNotify} {
+		if v == perf.JobsNoNotify && db.Dialect != perf.Postgres {
+			continue
+		}
+		opens = append(opens, opener{v, openLibraryVariant(v), ablate && cfg.AlterLibrary == ""})
 	}
 	for _, o := range opens {
 		if !o.want {
 			continue
 		}
-		if err := s.open(ctx, cfg, db, dir, prefix+"-"+o.name, o.open); err != nil {
+		if err := s.open(ctx, cfg, db, dir, prefix+"-"+strings.ReplaceAll(o.name, "+", "-"), o.open); err != nil {
 			s.close()
 			return nil, err
 		}
@@ -373,7 +417,11 @@ func trial(ctx context.Context, w perf.Workload, c perf.Contender, n int) (*perf
 		return nil, fmt.Errorf("%s/%s: %w", w.Name, c.Name(), err)
 	}
 	t.Run(ctx)
-	return t.Check(ctx), nil
+	r := t.Check(ctx)
+	if cw, ok := c.(perf.ConnWarmer); ok {
+		cw.CloseIdleConns()
+	}
+	return r, nil
 }
 
 // newSchema creates a schema of its own in the database at dsn and returns
@@ -384,6 +432,7 @@ func newSchema(ctx context.Context, dsn string) (string, func(), error) {
 		return "", nil, err
 	}
 	admin.SetMaxOpenConns(1)
+	admin.SetMaxIdleConns(0) // a connection per contender, held idle, would count against the server's limit
 	b := make([]byte, 5)
 	rand.Read(b)
 	schema := "jobs_bench_" + hex.EncodeToString(b)

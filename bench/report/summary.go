@@ -96,6 +96,15 @@ func (r *Report) Ratio(c *Cell) Summary {
 	return pairRatios(c, r.cell(c.DB, c.Workload.Name, "sql"), opsPerSec)
 }
 
+// Lean is the name of the leanest baseline (perf.Lean without features).
+const Lean = "sql-lean"
+
+// RatioTo is the cell's throughput as a multiple of contender base's on the
+// same workload, run by run.
+func (r *Report) RatioTo(c *Cell, base string) Summary {
+	return pairRatios(c, r.cell(c.DB, c.Workload.Name, base), opsPerSec)
+}
+
 // AllocRatio is the cell's allocations per operation as a multiple of the
 // baseline's, run by run.
 func (r *Report) AllocRatio(c *Cell) Summary {
@@ -131,6 +140,19 @@ func (r *Report) Targets() []TargetResult {
 			if c := r.cell(db, workload, "jobs"); c != nil {
 				g := r.Ratio(c)
 				out = append(out, TargetResult{DB: db, What: what, Want: fmt.Sprintf("≥ %.2f×", floor), Got: g, Unit: "×", Met: g.Median >= floor})
+			}
+		}
+		if db.Dialect == "sqlite" && db.Synchronous == "NORMAL" {
+			for _, w := range r.Config.Workloads {
+				if w.Kind != perf.SubmitNew || w.Size == perf.Size10KB {
+					continue
+				}
+				if c := r.cell(db, w.Name, "jobs"); c != nil {
+					if g := r.RatioTo(c, Lean); !math.IsNaN(g.Median) {
+						out = append(out, TargetResult{DB: db, What: w.Title + ", against the leanest baseline", Want: "≥ 0.80×",
+							Got: g, Unit: "×", Met: g.Median >= 0.80})
+					}
+				}
 			}
 		}
 		ratio("submit-new-g1", "Submit, new key, 1 goroutine", floor)
@@ -172,7 +194,7 @@ func (r *Report) Targets() []TargetResult {
 		}
 		busy, all := 0, 0
 		for _, c := range r.Cells {
-			if c.DB == db {
+			if c.DB == db && !perf.Unsafe(c.Contender) {
 				v, b := c.Violations()
 				all += v
 				busy += b
@@ -182,7 +204,7 @@ func (r *Report) Targets() []TargetResult {
 			out = append(out, TargetResult{DB: db, What: "`database is locked` errors, all workloads and contenders", Want: "0",
 				Got: count(busy), Met: busy == 0})
 		}
-		out = append(out, TargetResult{DB: db, What: "Violations of any kind, all workloads and contenders", Want: "0",
+		out = append(out, TargetResult{DB: db, What: "Violations of any kind, all workloads and contenders (but the unsafe variant priced below)", Want: "0",
 			Got: count(all), Met: all == 0})
 	}
 	return out
@@ -224,14 +246,19 @@ func (r *Report) Markdown(command string) string {
 		"settings (on SQLite: WAL, the synchronous setting of the section, a busy timeout, immediate transactions, one writer " +
 		"connection with a 32 MiB page cache and a pool of readers, 32 cached statements per connection; on PostgreSQL: pgx through `database/sql`, 10 connections):")
 	p("")
-	p("- `sql`, the baseline: what a competent engineer would hand-write for the same work on a lean schema of its own " +
-		"(a `jobs` table with `UNIQUE (owner, idempotency_key)`, an `attempts` table with an index on `job_id` and a unique " +
-		"partial index that keeps one attempt in doubt per job; no trigger, no CHECK constraint). Submit: " +
-		"`INSERT … ON CONFLICT (owner, idempotency_key) DO NOTHING RETURNING id`, plus a `SELECT` of the stored request hash " +
-		"on a duplicate. StartAttempt: one guarded `INSERT … SELECT`. Complete: the compare-and-swap " +
+	p("- `sql-lean`, the leanest baseline: what an engineer who owns the schema hand-writes when Submit is all there is " +
+		"to it. The job's ID is the table's integer key (SQLite's rowid, a PostgreSQL identity), the request's hash 32 raw " +
+		"bytes, and the table has only the columns Submit writes (owner, key, params, hash) and `UNIQUE (owner, idempotency_key)`. " +
+		"Submit: `INSERT … ON CONFLICT DO NOTHING RETURNING id`, plus a `SELECT` of the stored hash on a duplicate. It runs " +
+		"the Submit workloads only.")
+	p("- `sql`, the baseline on the library's choices: the same Submit on a schema that makes the library's choices " +
+		"(a text primary key made in Go, the hash as 64 hex digits, kind and provider columns, the lifecycle's columns) " +
+		"but no trigger and no CHECK constraint, an `attempts` table with an index on `job_id` and a unique partial index " +
+		"that keeps one attempt in doubt per job. StartAttempt: one guarded `INSERT … SELECT`. Complete: the compare-and-swap " +
 		"`UPDATE jobs … WHERE id = $1 AND version = $2 AND completed_by IS NULL` and the attempt marked won or lost, in one " +
 		"statement (a data-modifying CTE) on PostgreSQL and one immediate transaction of two statements on SQLite. It reads " +
-		"back only what a caller needs: an ID and a created flag, or a won flag.")
+		"back only what a caller needs: an ID and a created flag, or a won flag. The workloads' `× baseline` are against it; " +
+		"`× lean` against `sql-lean`.")
 	p("- `jobs`, this library, through `Manager`. It returns more: the job itself from Submit and Complete (built from " +
 		"what it sent where it can, read back where it cannot), and it validates and canonicalizes the parameters, " +
 		"fingerprints them, and keeps its schema's CHECK constraints, its indexes for retention and reconcilers and, on " +
@@ -242,7 +269,12 @@ func (r *Report) Markdown(command string) string {
 	p("- `river`, [River](https://riverqueue.com)'s unique insert (`UniqueOpts{ByArgs: true}`) through `riverpgxv5` and " +
 		"`riversqlite`, a peer for the Submit workloads.")
 	p("")
-	p("**Requests:** about 1 KB of JSON per key (an order: customer, address, three line items, metadata), different for every key; "+
+	if r.Config.Ablation {
+		p("- `sql-lean+…`, the leanest baseline with one of the library's choices added, and `jobs-no-checks` and `jobs-store`, " +
+			"the library with one part switched off, on the ablation workloads: see the last section.")
+	}
+	p("")
+	p("**Requests:** about 1 KB of JSON per key (and about 100 B and 10 KB where a workload says so) (an order: customer, address, three line items, metadata), different for every key; "+
 		"random 32-digit keys. The stored-jobs workloads prefill the library's and the baseline's tables the same way "+
 		"(set-based SQL, the same JSON shape, random keys over %d owners) and submit for those owners.", perf.StoredOwners)
 	p("")
@@ -273,10 +305,10 @@ func (r *Report) Markdown(command string) string {
 		p("")
 		p("## %s", db.Title())
 		p("")
-		p("| workload | contender | ops/s | p50 µs | p99 µs | × baseline | allocs/op | allocs × baseline | round trips/op | violations |")
-		p("|---|---|---|---|---|---|---|---|---|---|")
+		p("| workload | contender | ops/s | p50 µs | p99 µs | × baseline | × lean | allocs/op | allocs × baseline | round trips/op | violations |")
+		p("|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, c := range r.Cells {
-			if c.DB != db {
+			if c.DB != db || isAblation(c.Contender) {
 				continue
 			}
 			v, busy := c.Violations()
@@ -288,11 +320,17 @@ func (r *Report) Markdown(command string) string {
 			if db.Dialect == "postgres" {
 				trips = fmt.Sprintf("%.2f", c.values(func(s Sample) float64 { return s.RoundTrips }).Median)
 			}
-			p("| %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s |", c.Workload.Title, c.Contender,
+			lean := r.RatioTo(c, Lean)
+			if c.Contender == Lean {
+				lean = Summary{Median: 1, Min: 1, Max: 1, N: len(c.Samples)}
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %s |", c.Workload.Title, c.Contender,
 				c.OpsPerSec().format(0, ""), c.P50().format(0, ""), c.P99().format(0, ""), r.Ratio(c).format(2, ""),
-				c.values(allocsPerOp).Median, r.AllocRatio(c).format(2, ""), trips, viol)
+				lean.format(2, ""), c.values(allocsPerOp).Median, r.AllocRatio(c).format(2, ""), trips, viol)
 		}
 	}
+	r.leanSection(p)
+	r.ablationSection(p)
 	for _, c := range r.Cells {
 		for _, s := range c.Samples {
 			if len(s.Problems) > 0 {
@@ -310,7 +348,7 @@ func (r *Report) chartRows() []chartRow {
 	var rows []chartRow
 	for _, db := range r.DBs {
 		for _, c := range r.Cells {
-			if c.DB != db || c.Contender == "sql" {
+			if c.DB != db || c.Contender == "sql" || isAblation(c.Contender) {
 				continue
 			}
 			rows = append(rows, chartRow{db: db, label: c.Workload.Title, contender: c.Contender, ratio: r.Ratio(c)})
@@ -323,4 +361,152 @@ type chartRow struct {
 	db               DB
 	label, contender string
 	ratio            Summary
+}
+
+// isAblation reports whether contender prices one choice (see
+// Config.Ablation): its figures are in the ablation section only.
+func isAblation(contender string) bool {
+	return strings.HasPrefix(contender, Lean+"+") || contender == perf.JobsNoChecks || contender == perf.JobsStore ||
+		contender == perf.JobsNoNotify || slices.Contains(perf.CompleteVariants, contender)
+}
+
+// leanSection writes the library's Submit of new keys against both
+// baselines, by database, request size and goroutines.
+func (r *Report) leanSection(p func(string, ...any)) {
+	var rows []string
+	for _, db := range r.DBs {
+		for _, w := range r.Config.Workloads {
+			if w.Kind != perf.SubmitNew {
+				continue
+			}
+			c, lean := r.cell(db, w.Name, "jobs"), r.cell(db, w.Name, Lean)
+			if c == nil || lean == nil {
+				continue
+			}
+			size := map[int]string{perf.Size100B: "~100 B", perf.Size10KB: "~10 KB"}[w.Size]
+			if size == "" {
+				size = "~1 KB"
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s | %d | %s | %s | %s | %s / %s / %s |", db.Title(), size, w.Goroutines,
+				r.RatioTo(c, Lean).format(2, "×"), r.Ratio(c).format(2, "×"), r.RatioTo(r.cell(db, w.Name, "sql"), Lean).format(2, "×"),
+				c.P50().format(0, ""), lean.P50().format(0, ""), r.cell(db, w.Name, "sql").P50().format(0, "")))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	p("")
+	p("## Submit of new keys against the leanest baseline")
+	p("")
+	p("Throughput of the library (`jobs`) as a multiple of the leanest hand-written Submit (`sql-lean`) and of the one on " +
+		"the library's choices (`sql`), and of `sql` against `sql-lean`: what those choices cost hand-written code. " +
+		"Latencies are the median of the runs' p50, in µs.")
+	p("")
+	p("| database | request | goroutines | jobs ÷ sql-lean | jobs ÷ sql | sql ÷ sql-lean | p50 µs: jobs / sql-lean / sql |")
+	p("|---|---|---|---|---|---|---|")
+	for _, row := range rows {
+		p("%s", row)
+	}
+}
+
+// choices say, for each contender of the ablation, what it prices: what a
+// user of the library gets from the choice, which a hand-written Submit
+// without it gives up. A "+" contender is the leanest baseline with the
+// choice added; the others are the library with it taken away.
+var choices = []struct {
+	contender, choice, buys string
+	base                    string // what the contender is measured against, if not sql-lean or jobs
+}{
+	{Lean + "+text-id", "String job IDs", "IDs that are text (`job_…`), unguessable, ordered by time, the same on every store and in every log; an integer key is shorter, but counts the jobs for anyone who sees one", ""},
+	{Lean + "+hex-hash", "Hex fingerprint", "a fingerprint that reads the same in SQL, logs and the API", ""},
+	{Lean + "+kind-provider", "Kind and provider columns", "the job says what it asks of whom: listings, failover and reconcilers read them", ""},
+	{Lean + "+lifecycle-cols", "Lifecycle columns", "state, version, result, winner and times in the job's row: the lifecycle itself (attempts, the compare-and-swap)", ""},
+	{Lean + "+checks", "CHECK constraints", "the database refuses a row that breaks an invariant, whatever wrote it", ""},
+	{perf.JobsNoChecks, "CHECK constraints (taken from the library)", "as above, measured on the library's own schema", ""},
+	{Lean + "+canonical", "Canonical form", "the same intent with its keys in another order, or other spacing, is a replay rather than a key conflict", ""},
+	{Lean + "+file-lock", "Cross-process file lock", "writers of other processes queue for the write lock rather than poll SQLite's busy handler (no `database is locked`, no starved writer)", ""},
+	{Lean + "+whole-job", "Returning the whole job", "Submit returns the job (state, params, times), not an ID; a duplicate reads its row whole", ""},
+	{perf.JobsNoNotify, "The close notification (PostgreSQL)", "Manager.Wait learns a job closed from a notification rather than by polling; the trigger calls nothing unless someone waits", ""},
+	{perf.CompleteUnlockedJob, "The lock that tells a loser who won (PostgreSQL)", "a losing Complete names the attempt it lost to; " +
+		"without the lock on the job it reads, it may read the job before the winner's swap commits, and name nobody. " +
+		"Measured on the one-statement Complete (`bench/ablation/library-unlocked-job.sql` against `library.sql`)", perf.CompleteLibrary},
+	{perf.CompleteNarrow, "Returning the whole job from Complete (PostgreSQL)", "Complete returns the job as it closed it; " +
+		"4 columns of it rather than 16 (`library-narrow.sql` against `library.sql`)", perf.CompleteLibrary},
+	{perf.JobsStore, "The Manager (validation, canonical form, fingerprint, events)", "typed errors that write nothing on bad input, the canonical fingerprint of kind, provider and params, events for metrics", ""},
+}
+
+// ablationSection writes the price of each choice: the throughput of the
+// contender that adds it to the leanest baseline, as a multiple of that
+// baseline's, or of the library without it as a multiple of the library's.
+func (r *Report) ablationSection(p func(string, ...any)) {
+	var ws []perf.Workload
+	for _, w := range r.Config.Workloads {
+		if w.Ablation {
+			ws = append(ws, w)
+		}
+	}
+	if !r.Config.Ablation || len(ws) == 0 {
+		return
+	}
+	p("")
+	p("## What each guarantee and choice costs")
+	p("")
+	p("Each row takes one choice of the library and measures it alone, interleaved with the rest of the run: added to " +
+		"the leanest baseline (`sql-lean+…`: its throughput ÷ `sql-lean`'s; below 1.00 is what the choice costs), or taken " +
+		"from the library (`jobs-…`: its throughput ÷ `jobs`'s, and `pg-complete-…`: ÷ `pg-complete`'s, the library's " +
+		"one-statement Complete run by the benchmark; above 1.00 is what a user would gain without it). " +
+		"Where the brackets straddle 1.00, the choice costs nothing this machine can tell from its noise.")
+	p("")
+	head, rule := "| choice | what it buys | database |", "|---|---|---|"
+	for _, w := range ws {
+		head += " " + w.Title + " |"
+		rule += "---|"
+	}
+	p("%s", head)
+	p("%s", rule)
+	for _, ch := range choices {
+		first := true
+		for _, db := range r.DBs {
+			buys := ch.buys
+			if perf.Unsafe(ch.contender) {
+				runs, broken := 0, 0
+				for _, c := range r.Cells {
+					if c.DB == db && c.Contender == ch.contender {
+						for _, sm := range c.Samples {
+							runs++
+							if sm.Violations > 0 {
+								broken++
+							}
+						}
+					}
+				}
+				buys += fmt.Sprintf(". Without it, in this run: %d of %d trials broke an outcome (a loser recorded as cancelled, "+
+					"its winner unnamed; see the violations at the end)", broken, runs)
+			}
+			line, any := fmt.Sprintf("| %s (`%s`) | %s | %s |", ch.choice, ch.contender, buys, db.Title()), false
+			if !first {
+				line = fmt.Sprintf("| | | %s |", db.Title())
+			}
+			for _, w := range ws {
+				c := r.cell(db, w.Name, ch.contender)
+				base := ch.base
+				switch {
+				case base != "":
+				case strings.HasPrefix(ch.contender, Lean+"+"):
+					base = Lean
+				default:
+					base = "jobs"
+				}
+				g := summarize(nil)
+				if c != nil {
+					g, any = r.RatioTo(c, base), true
+				}
+				line += " " + g.format(2, "×") + " |"
+			}
+			if any {
+				p("%s", line)
+				first = false
+			}
+		}
+	}
 }

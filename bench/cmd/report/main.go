@@ -36,6 +36,7 @@ func main() {
 	sync := flag.String("sync", strings.Join(cfg.Synchronous, ","), "SQLite synchronous settings to run at, comma-separated; empty to skip SQLite")
 	flag.BoolVar(&cfg.River, "river", cfg.River, "include River")
 	flag.BoolVar(&cfg.TxBaseline, "tx-baseline", cfg.TxBaseline, "include the four-statement Complete as a second baseline")
+	flag.BoolVar(&cfg.Ablation, "ablation", cfg.Ablation, "include the contenders that price one choice of the library each")
 	flag.StringVar(&cfg.AlterLibrary, "alter-library", "", "SQL to run on the library's schema once it is applied, to measure "+
 		"what a part of it costs (an ablation; the report says so at its top)")
 	only := flag.String("only", "", "run only the workloads whose names match this regular expression")
@@ -70,7 +71,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
-	if err := rep.WriteFiles(*out, "cd bench && go run ./cmd/report"); err != nil {
+	command := "cd bench && go run ./cmd/report"
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "out" && f.Name != "postgres" {
+			command += " -" + f.Name + "=" + shellQuote(f.Value.String())
+		}
+	})
+	if err := rep.WriteFiles(*out, command); err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
@@ -84,4 +91,14 @@ func firstEnv(names ...string) string {
 		}
 	}
 	return ""
+}
+
+// shellQuote quotes s for a shell where it needs quoting.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.,/:=", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
