@@ -99,10 +99,24 @@ func lockJob(t testing.TB, db *sql.DB, jobID string) (*sql.Tx, func()) {
 }
 
 // waitForLockWait waits until a session on database dbName waits for a
-// row lock, and returns its connection ID.
-func waitForLockWait(t testing.TB, db *sql.DB, dbName string) int64 {
+// row lock, and returns its connection ID. It fails the test if the call
+// that should wait (done receives its error) returns first.
+//
+// InnoDB lists the wait in INNODB_TRX, but not always: a locking read of
+// a row by its primary key happens while the statement is optimized
+// (PROCESSLIST says "Statistics"), and MariaDB may leave that transaction
+// out of INNODB_TRX while it waits. So a statement that has been running
+// on dbName for a quarter of a second counts too: nothing else the tests
+// run there takes that long without waiting.
+func waitForLockWait(t testing.TB, db *sql.DB, dbName string, done <-chan error) int64 {
 	t.Helper()
+	running := map[int64]time.Time{}
 	for {
+		select {
+		case err := <-done:
+			t.Fatalf("the call returned before it waited for a lock: %v", err)
+		default:
+		}
 		var id int64
 		err := db.QueryRow(`SELECT t.trx_mysql_thread_id FROM information_schema.INNODB_TRX t
 		    JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id
@@ -113,6 +127,31 @@ func waitForLockWait(t testing.TB, db *sql.DB, dbName string) int64 {
 		if !errors.Is(err, sql.ErrNoRows) {
 			t.Fatal(err)
 		}
+		rows, err := db.Query(`SELECT ID FROM information_schema.PROCESSLIST
+		    WHERE DB = ? AND COMMAND = 'Query' AND ID <> CONNECTION_ID()`, dbName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now()
+		seen := map[int64]time.Time{}
+		for rows.Next() {
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			since, ok := running[id]
+			if !ok {
+				since = now
+			}
+			if now.Sub(since) >= 250*time.Millisecond {
+				rows.Close()
+				return id
+			}
+			seen[id] = since
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		running = seen
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -242,7 +281,7 @@ func TestDeadlockIsRetried(t *testing.T) {
 	}()
 	// Complete holds the attempt's lock and waits for the job's; asking
 	// for the attempt's closes the cycle.
-	waitForLockWait(t, admin, dbName(t, dsn))
+	waitForLockWait(t, admin, dbName(t, dsn), done)
 	if _, err := tx.Exec(`SELECT id FROM intentjobs_attempts WHERE id = ? FOR UPDATE`, a.ID); err != nil {
 		t.Fatalf("the heavier transaction was the deadlock's victim: %v", err)
 	}
@@ -279,7 +318,7 @@ func TestKilledConnection(t *testing.T) {
 		_, err := m.CancelJob(ctx, j.ID, "stop")
 		done <- err
 	}()
-	id := waitForLockWait(t, admin, dbName(t, dsn))
+	id := waitForLockWait(t, admin, dbName(t, dsn), done)
 	if _, err := admin.Exec("KILL CONNECTION " + strconv.FormatInt(id, 10)); err != nil {
 		t.Fatal(err)
 	}
