@@ -50,10 +50,10 @@ func closeIdle(db *sql.DB) {
 	db.SetMaxIdleConns(MaxPostgresConns)
 }
 
-// warmPool opens up to n connections of db's pool, on PostgreSQL, and
-// returns them to it.
+// warmPool opens up to n connections of db's pool, on PostgreSQL and
+// MySQL, and returns them to it.
 func warmPool(ctx context.Context, dialect string, db *sql.DB, n int) error {
-	if dialect != Postgres {
+	if dialect == SQLite {
 		return nil
 	}
 	n = min(n, MaxPostgresConns)

@@ -129,6 +129,14 @@ func (l *MySQLLibrary) Tables() *Tables { return l.tables }
 // RoundTrips implements Contender.
 func (l *MySQLLibrary) RoundTrips() int64 { return l.trips.Load() }
 
+// CloseIdleConns implements ConnWarmer.
+func (l *MySQLLibrary) CloseIdleConns() { closeIdle(l.Store.DB()) }
+
+// WarmConns implements ConnWarmer.
+func (l *MySQLLibrary) WarmConns(ctx context.Context, n int) error {
+	return warmPool(ctx, MySQL, l.Store.DB(), n)
+}
+
 // Close implements Contender.
 func (l *MySQLLibrary) Close() error { return l.Store.Close() }
 
@@ -215,7 +223,26 @@ func OpenMySQLBaseline(ctx context.Context, db Database, style CompleteStyle) (*
 		return nil, fmt.Errorf("OpenMySQLBaseline: a %s database with a DSN is needed", MySQL)
 	}
 	b := &MySQLBaseline{style: style}
-	dsn, err := mysqlCounted(db.DSN, &b.trips)
+	var err error
+	if b.db, err = openMySQLPool(ctx, db.DSN, &b.trips); err != nil {
+		return nil, err
+	}
+	for _, stmt := range strings.Split(leanSchemaMySQL, ";\n") {
+		if _, err := b.db.ExecContext(ctx, stmt); err != nil {
+			b.db.Close()
+			return nil, fmt.Errorf("baseline schema: %w", err)
+		}
+	}
+	b.tables = newTables(MySQL, b.db, b.db, mysqlLeanSchema)
+	return b, nil
+}
+
+// openMySQLPool opens a pool on dsn whose connections have the session
+// settings of the library's (strict mode, READ COMMITTED, client-side
+// interpolation) and count their requests into trips, MaxMySQLConns of
+// them at most.
+func openMySQLPool(ctx context.Context, dsn string, trips *atomic.Int64) (*sql.DB, error) {
+	dsn, err := mysqlCounted(dsn, trips)
 	if err != nil {
 		return nil, err
 	}
@@ -248,17 +275,10 @@ func OpenMySQLBaseline(ctx context.Context, db Database, style CompleteStyle) (*
 	if connector, err = gomysql.NewConnector(cfg); err != nil {
 		return nil, err
 	}
-	b.db = sql.OpenDB(connector)
-	b.db.SetMaxOpenConns(MaxMySQLConns)
-	b.db.SetMaxIdleConns(MaxMySQLConns)
-	for _, stmt := range strings.Split(leanSchemaMySQL, ";\n") {
-		if _, err := b.db.ExecContext(ctx, stmt); err != nil {
-			b.db.Close()
-			return nil, fmt.Errorf("baseline schema: %w", err)
-		}
-	}
-	b.tables = newTables(MySQL, b.db, b.db, mysqlLeanSchema)
-	return b, nil
+	pool := sql.OpenDB(connector)
+	pool.SetMaxOpenConns(MaxMySQLConns)
+	pool.SetMaxIdleConns(MaxMySQLConns)
+	return pool, nil
 }
 
 // Name implements Contender.
@@ -387,6 +407,113 @@ func (b *MySQLBaseline) RoundTrips() int64 { return b.trips.Load() }
 
 // Close implements Contender.
 func (b *MySQLBaseline) Close() error { return b.db.Close() }
+
+// CloseIdleConns implements ConnWarmer.
+func (b *MySQLBaseline) CloseIdleConns() { closeIdle(b.db) }
+
+// WarmConns implements ConnWarmer.
+func (b *MySQLBaseline) WarmConns(ctx context.Context, n int) error {
+	return warmPool(ctx, MySQL, b.db, n)
+}
+
+// MySQLLean is the leanest hand-written Submit on MySQL, Lean's
+// counterpart: the job's ID is the table's BIGINT AUTO_INCREMENT key, the
+// request's hash BINARY(32), and the table has only the columns Submit
+// writes (owner, idempotency_key, params, request_hash) and the unique
+// index on (owner, idempotency_key). Submit is MySQLBaseline's: INSERT …
+// ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id), and a SELECT of the
+// stored hash on a duplicate. It runs the Submit workloads that need no
+// prefilled tables, on connections with MySQLBaseline's settings.
+type MySQLLean struct {
+	db    *sql.DB
+	trips atomic.Int64
+}
+
+const (
+	leanTableMySQL = `CREATE TABLE IF NOT EXISTS lean_jobs (
+    id              BIGINT         NOT NULL AUTO_INCREMENT,
+    owner           VARBINARY(255) NOT NULL,
+    idempotency_key VARBINARY(255) NOT NULL,
+    params          LONGTEXT       NOT NULL,
+    request_hash    BINARY(32)     NOT NULL,
+    PRIMARY KEY (id),
+    UNIQUE KEY lean_jobs_owner_key (owner, idempotency_key)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin`
+	mysqlLeanestInsert = `INSERT INTO lean_jobs (owner, idempotency_key, params, request_hash) VALUES (?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)`
+	mysqlLeanestHash = `SELECT request_hash FROM lean_jobs WHERE id = ?`
+)
+
+// OpenMySQLLean creates MySQLLean's table on db, if it is not there yet,
+// and returns it.
+func OpenMySQLLean(ctx context.Context, db Database) (*MySQLLean, error) {
+	if db.Dialect != MySQL || db.DSN == "" {
+		return nil, fmt.Errorf("OpenMySQLLean: a %s database with a DSN is needed", MySQL)
+	}
+	l := &MySQLLean{}
+	var err error
+	if l.db, err = openMySQLPool(ctx, db.DSN, &l.trips); err != nil {
+		return nil, err
+	}
+	if _, err := l.db.ExecContext(ctx, leanTableMySQL); err != nil {
+		l.db.Close()
+		return nil, fmt.Errorf("lean schema: %w", err)
+	}
+	return l, nil
+}
+
+// Name implements Contender.
+func (l *MySQLLean) Name() string { return "sql-lean" }
+
+// Runs implements Contender: the Submit workloads without prefilled tables.
+func (l *MySQLLean) Runs(w Workload) bool { return !w.NeedsTables() }
+
+// Submit implements Contender.
+func (l *MySQLLean) Submit(ctx context.Context, owner, key string, params json.RawMessage) (string, bool, error) {
+	hash := leanHash(params)
+	res, err := l.db.ExecContext(ctx, mysqlLeanestInsert, owner, key, string(params), hash)
+	if err != nil {
+		return "", false, err
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return "", false, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return "", false, err
+	}
+	if n == 1 {
+		return strconv.FormatInt(id, 10), true, nil
+	}
+	var stored []byte
+	if err := l.db.QueryRowContext(ctx, mysqlLeanestHash, id).Scan(&stored); err != nil {
+		return "", false, err
+	}
+	if string(stored) != string(hash) {
+		return "", false, fmt.Errorf("key %q is bound to another request", key)
+	}
+	return strconv.FormatInt(id, 10), false, nil
+}
+
+// CountJobs implements Contender.
+func (l *MySQLLean) CountJobs(ctx context.Context, owner string) (int, error) {
+	var n int
+	err := l.db.QueryRowContext(ctx, `SELECT count(*) FROM lean_jobs WHERE owner = ?`, owner).Scan(&n)
+	return n, err
+}
+
+// CloseIdleConns implements ConnWarmer.
+func (l *MySQLLean) CloseIdleConns() { closeIdle(l.db) }
+
+// WarmConns implements ConnWarmer.
+func (l *MySQLLean) WarmConns(ctx context.Context, n int) error { return warmPool(ctx, MySQL, l.db, n) }
+
+// RoundTrips implements Contender.
+func (l *MySQLLean) RoundTrips() int64 { return l.trips.Load() }
+
+// Close implements Contender.
+func (l *MySQLLean) Close() error { return l.db.Close() }
 
 // How the workloads prefill the two MySQL schemas: the library's and the
 // lean one. fillMySQL and fillRacesMySQL read jobs to tell them apart.

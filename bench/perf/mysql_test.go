@@ -96,3 +96,42 @@ func TestMySQLWorkloadsHoldTheirInvariants(t *testing.T) {
 		}
 	}
 }
+
+// TestMySQLLean runs the Submit workloads the leanest MySQL baseline
+// takes part in and expects no violation; it takes no part in the others.
+func TestMySQLLean(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	l, err := OpenMySQLLean(ctx, MySQLDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ran := 0
+	for _, w := range Suite() {
+		if !l.Runs(w) {
+			if !w.NeedsTables() {
+				t.Errorf("%s: the leanest baseline does not run it", w.Name)
+			}
+			continue
+		}
+		ran++
+		tr, err := Prepare(ctx, w, l, 2*StormCallers)
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		tr.Run(ctx)
+		if r := tr.Check(ctx); r.Violations != 0 {
+			t.Errorf("%s: %d violations: %v", w.Name, r.Violations, r.Problems)
+		}
+	}
+	if ran == 0 || l.RoundTrips() == 0 {
+		t.Errorf("%d workloads run, %d round trips counted", ran, l.RoundTrips())
+	}
+	if _, _, err := l.Submit(ctx, "o", "k", []byte(`{"a":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := l.Submit(ctx, "o", "k", []byte(`{"a":2}`)); err == nil {
+		t.Error("a key bound to another request was accepted")
+	}
+}

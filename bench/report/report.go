@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver, for schema setup
 
 	"github.com/intentjobs/jobs/bench/peer"
@@ -31,6 +32,10 @@ type Config struct {
 	MinOps      int           // at least this many operations per trial
 	MaxOps      int           // at most this many operations per trial
 	PostgresDSN string        // empty: skip PostgreSQL
+	// MySQLDSN is a go-sql-driver/mysql DSN of a MySQL or MariaDB server
+	// whose user may create databases: every contender runs in a
+	// database of its own, dropped at the end. Empty: skip MySQL.
+	MySQLDSN string
 	// Synchronous lists the SQLite synchronous settings to measure at,
 	// each as a database of its own in the report; empty: skip SQLite.
 	Synchronous []string
@@ -85,14 +90,15 @@ type Cell struct {
 	Samples   []Sample
 }
 
-// DB is one database the suite runs on: PostgreSQL, or SQLite at one
-// synchronous setting.
+// DB is one database the suite runs on: PostgreSQL, MySQL (or MariaDB),
+// or SQLite at one synchronous setting.
 type DB struct {
 	Dialect     string
 	Synchronous string // SQLite
 }
 
-// ID names the database in logs: "postgres", "sqlite-full", "sqlite-normal".
+// ID names the database in logs: "postgres", "mysql", "sqlite-full",
+// "sqlite-normal".
 func (d DB) ID() string {
 	if d.Dialect == perf.SQLite {
 		return "sqlite-" + strings.ToLower(d.Synchronous)
@@ -104,6 +110,9 @@ func (d DB) ID() string {
 func (d DB) Title() string {
 	if d.Dialect == perf.SQLite {
 		return "SQLite, synchronous=" + d.Synchronous
+	}
+	if d.Dialect == perf.MySQL {
+		return "MySQL/MariaDB"
 	}
 	return "PostgreSQL"
 }
@@ -150,6 +159,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.PostgresDSN != "" {
 		rep.DBs = append(rep.DBs, DB{Dialect: perf.Postgres})
 	}
+	if cfg.MySQLDSN != "" {
+		rep.DBs = append(rep.DBs, DB{Dialect: perf.MySQL})
+	}
 	load := sampleLoad(10 * time.Second)
 	for _, db := range rep.DBs {
 		if err := runDB(ctx, cfg, rep, db, dir); err != nil {
@@ -176,9 +188,17 @@ func (s *setup) close() {
 }
 
 // database returns a database of its own for one contender: a new
-// PostgreSQL schema, dropped when s closes, or the SQLite file at
-// dir/name.db.
+// PostgreSQL schema or MySQL database, dropped when s closes, or the
+// SQLite file at dir/name.db.
 func (s *setup) database(ctx context.Context, cfg Config, db DB, dir, name string) (perf.Database, error) {
+	if db.Dialect == perf.MySQL {
+		dsn, drop, err := newMySQLDatabase(ctx, cfg.MySQLDSN)
+		if err != nil {
+			return perf.Database{}, err
+		}
+		s.cleanups = append(s.cleanups, drop)
+		return perf.Database{Dialect: perf.MySQL, DSN: dsn}, nil
+	}
 	if db.Dialect == perf.Postgres {
 		dsn, drop, err := newSchema(ctx, cfg.PostgresDSN)
 		if err != nil {
@@ -236,6 +256,20 @@ func openBaseline(style perf.CompleteStyle) func(context.Context, perf.Database)
 	}
 }
 
+func openMySQLBaseline(style perf.CompleteStyle) func(context.Context, perf.Database) (perf.Contender, error) {
+	return func(ctx context.Context, d perf.Database) (perf.Contender, error) {
+		return perf.OpenMySQLBaseline(ctx, d, style)
+	}
+}
+
+func openMySQLLean(ctx context.Context, d perf.Database) (perf.Contender, error) {
+	return perf.OpenMySQLLean(ctx, d)
+}
+
+func openMySQLLibrary(ctx context.Context, d perf.Database) (perf.Contender, error) {
+	return perf.OpenMySQLLibrary(ctx, d)
+}
+
 // openSetup opens the baseline first (it calibrates), then the library,
 // then the optional contenders, each in a database of its own whose SQLite
 // file is named prefix-contender.
@@ -245,6 +279,27 @@ func openSetup(ctx context.Context, cfg Config, db DB, dir, prefix string, all b
 		name string
 		open func(context.Context, perf.Database) (perf.Contender, error)
 		want bool
+	}
+	if db.Dialect == perf.MySQL {
+		// The MySQL store beside its hand-written SQL; River has no MySQL
+		// driver, and the ablation's contenders are PostgreSQL's and
+		// SQLite's.
+		opens := []opener{
+			{"sql", openMySQLBaseline(perf.CompleteInOneStatement), true},
+			{"sql-lean", openMySQLLean, all},
+			{"jobs", openMySQLLibrary, true},
+			{"sql-tx", openMySQLBaseline(perf.CompleteInTransaction), all && cfg.TxBaseline},
+		}
+		for _, o := range opens {
+			if !o.want {
+				continue
+			}
+			if err := s.open(ctx, cfg, db, dir, prefix+"-"+o.name, o.open); err != nil {
+				s.close()
+				return nil, err
+			}
+		}
+		return s, nil
 	}
 	opens := []opener{
 		{"sql", openBaseline(perf.CompleteInOneStatement), true},
@@ -447,6 +502,34 @@ func newSchema(ctx context.Context, dsn string) (string, func(), error) {
 	return withSearchPath(dsn, schema), drop, nil
 }
 
+// newMySQLDatabase creates a database of its own on the MySQL server at
+// dsn and returns a DSN that uses it, and a function that drops it.
+func newMySQLDatabase(ctx context.Context, dsn string) (string, func(), error) {
+	cfg, err := mysql.ParseDSN(dsn)
+	if err != nil {
+		return "", nil, fmt.Errorf("mysql dsn: %w", err)
+	}
+	admin, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return "", nil, err
+	}
+	admin.SetMaxOpenConns(1)
+	admin.SetMaxIdleConns(0)
+	b := make([]byte, 5)
+	rand.Read(b)
+	name := "jobs_bench_" + hex.EncodeToString(b)
+	if _, err := admin.ExecContext(ctx, `CREATE DATABASE `+name); err != nil {
+		admin.Close()
+		return "", nil, fmt.Errorf("create database: %w", err)
+	}
+	drop := func() {
+		admin.ExecContext(context.WithoutCancel(ctx), `DROP DATABASE IF EXISTS `+name)
+		admin.Close()
+	}
+	cfg.DBName = name
+	return cfg.FormatDSN(), drop, nil
+}
+
 func withSearchPath(dsn, schema string) string {
 	if strings.Contains(dsn, "://") {
 		sep := "?"
@@ -521,6 +604,21 @@ func (s *loadSampler) stop() []float64 {
 	close(s.done)
 	s.wg.Wait()
 	return s.samples
+}
+
+// MergeInto merges the report's databases into dir/REPORT.md (see Merge)
+// and leaves dir/ratios.svg as it is.
+func (r *Report) MergeInto(dir, command string) error {
+	path := filepath.Join(dir, "REPORT.md")
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	md, err := Merge(string(old), r.Markdown(command))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(md), 0o644)
 }
 
 // WriteFiles writes REPORT.md and ratios.svg into dir.

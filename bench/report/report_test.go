@@ -39,10 +39,12 @@ func tinyConfig(runs int) Config {
 
 // TestRunSmall runs the whole report with tiny counts: every workload, every
 // contender, on SQLite at both synchronous settings and (when
-// JOBS_TEST_POSTGRES_DSN is set) PostgreSQL, and checks the files it writes.
+// JOBS_TEST_POSTGRES_DSN and JOBS_TEST_MYSQL_DSN are set) PostgreSQL and
+// MySQL, and checks the files it writes.
 func TestRunSmall(t *testing.T) {
 	cfg := tinyConfig(2)
 	cfg.PostgresDSN = os.Getenv("JOBS_TEST_POSTGRES_DSN")
+	cfg.MySQLDSN = os.Getenv("JOBS_TEST_MYSQL_DSN")
 	cfg.Workloads = nil
 	for _, w := range perf.Suite() {
 		if w.Kind == perf.SubmitStored {
@@ -73,9 +75,16 @@ func TestRunSmall(t *testing.T) {
 	if cfg.PostgresDSN != "" {
 		sections = append(sections, "PostgreSQL")
 	}
+	if cfg.MySQLDSN != "" {
+		sections = append(sections, "MySQL/MariaDB")
+	}
 	for _, d := range sections {
+		river := "| Duplicate storm, 64 goroutines per key | river |"
+		if d == "MySQL/MariaDB" {
+			river = "| Duplicate storm, 64 goroutines per key | sql-lean |" // no River on MySQL
+		}
 		for _, want := range []string{"## " + d,
-			"| Duplicate storm, 64 goroutines per key | river |",
+			river,
 			"| Complete, 2 attempts racing per job, 8 jobs at once | jobs |",
 			"| Complete, 2 attempts racing per job, 8 jobs at once | sql-tx |",
 			"| " + d + " | Allocations per operation, worst workload",

@@ -183,7 +183,7 @@ func (r *Report) Targets() []TargetResult {
 			out = append(out, TargetResult{DB: db, What: "Allocations per operation, worst workload (" + worstName + ")",
 				Want: "≤ 2.00×", Got: worst, Unit: "×", Met: worst.Median <= 2})
 		}
-		if db.Dialect == "postgres" {
+		if db.Dialect == perf.Postgres || db.Dialect == perf.MySQL {
 			for _, w := range []string{"submit-new-g1", "replay-g16"} {
 				if c := r.cell(db, w, "jobs"); c != nil {
 					g := c.values(func(s Sample) float64 { return s.RoundTrips })
@@ -305,6 +305,10 @@ func (r *Report) Markdown(command string) string {
 		p("")
 		p("## %s", db.Title())
 		p("")
+		if db.Dialect == perf.MySQL {
+			p("%s", mysqlContenders)
+			p("")
+		}
 		p("| workload | contender | ops/s | p50 µs | p99 µs | × baseline | × lean | allocs/op | allocs × baseline | round trips/op | violations |")
 		p("|---|---|---|---|---|---|---|---|---|---|---|")
 		for _, c := range r.Cells {
@@ -317,7 +321,7 @@ func (r *Report) Markdown(command string) string {
 				viol += fmt.Sprintf(" (%d busy)", busy)
 			}
 			trips := "–"
-			if db.Dialect == "postgres" {
+			if db.Dialect == perf.Postgres || db.Dialect == perf.MySQL {
 				trips = fmt.Sprintf("%.2f", c.values(func(s Sample) float64 { return s.RoundTrips }).Median)
 			}
 			lean := r.RatioTo(c, Lean)
@@ -341,6 +345,19 @@ func (r *Report) Markdown(command string) string {
 	}
 	return b.String()
 }
+
+// mysqlContenders says what the contenders are on MySQL, where they
+// differ from the other databases'.
+const mysqlContenders = "On MySQL/MariaDB, each contender in a database of its own, all through go-sql-driver/mysql with the " +
+	"library's session settings (READ COMMITTED, strict mode, parameters interpolated by the client), 10 connections. " +
+	"`jobs` is the `mysql` module's store through `Manager`. `sql-lean`: a BIGINT AUTO_INCREMENT key, the hash as " +
+	"BINARY(32), only owner, key, params and hash, and `UNIQUE (owner, idempotency_key)`; Submit is " +
+	"`INSERT … ON DUPLICATE KEY UPDATE id = LAST_INSERT_ID(id)` and, on a duplicate, a `SELECT` of the stored hash by ID. " +
+	"`sql`: the same Submit, integer key and binary hash on a table with kind, provider and the lifecycle's columns, and " +
+	"an `attempts` table whose one attempt in doubt per job is a unique index on a generated column; StartAttempt is a " +
+	"guarded `INSERT … SELECT`, Complete one multi-table `UPDATE` (the compare-and-swap and the attempt's fate; a loser's " +
+	"attempt is then marked lost by a second statement). `sql-tx`: Complete as `SELECT … FOR UPDATE`, the swap, the mark, " +
+	"commit. River has no MySQL driver, and the ablation's contenders are not built for MySQL."
 
 // chartRows are the ratios the chart shows: every contender but the
 // baseline, per database.
@@ -445,7 +462,7 @@ func (r *Report) ablationSection(p func(string, ...any)) {
 			ws = append(ws, w)
 		}
 	}
-	if !r.Config.Ablation || len(ws) == 0 {
+	if !r.Config.Ablation || len(ws) == 0 || !slices.ContainsFunc(r.Cells, func(c *Cell) bool { return isAblation(c.Contender) }) {
 		return
 	}
 	p("")

@@ -1,0 +1,189 @@
+package report
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Merge splices the databases of the report fresh (Markdown) into the
+// report old, so that one database can be measured on its own without
+// measuring the others again. The rows of fresh's databases in the
+// targets table and in the table of the leanest baseline replace those of
+// the same databases in old, or follow its last rows; each database
+// section of fresh replaces old's of the same title, or follows old's last
+// database section. The rest of old stays as it is, and a paragraph under
+// its header, replaced by the next merge of the same databases, says
+// which run they come from: fresh's command, date, machine and load.
+func Merge(old, fresh string) (string, error) {
+	o, f := splitSections(old), splitSections(fresh)
+	var titles []string
+	for _, s := range f.sections {
+		if isDBHeading(s.heading) {
+			titles = append(titles, s.heading)
+		}
+	}
+	if len(titles) == 0 {
+		return "", fmt.Errorf("merge: the fresh report has no database section")
+	}
+	if o.find("Targets") < 0 {
+		return "", fmt.Errorf("merge: the report to merge into has no Targets section")
+	}
+	for _, s := range f.sections {
+		i := o.find(s.heading)
+		switch {
+		case s.heading == "Targets" || s.heading == leanHeading:
+			if i < 0 {
+				// A table of rows for fresh's databases only: after the
+				// last database section, as Markdown writes it.
+				o.insert(o.afterLastDB(), s)
+				continue
+			}
+			o.sections[i].body = mergeRows(o.sections[i].body, s.body, titles)
+		case isDBHeading(s.heading):
+			if i >= 0 {
+				o.sections[i].body = s.body
+			} else {
+				o.insert(o.afterLastDB(), s)
+			}
+		}
+	}
+	o.preamble = withMergeNote(o.preamble, f.preamble, titles)
+	return o.String(), nil
+}
+
+// leanHeading is the heading of Report.leanSection.
+const leanHeading = "Submit of new keys against the leanest baseline"
+
+// isDBHeading reports whether a section's heading is a database's
+// (DB.Title).
+func isDBHeading(h string) bool {
+	return h == "PostgreSQL" || h == "MySQL/MariaDB" || strings.HasPrefix(h, "SQLite, synchronous=")
+}
+
+type section struct {
+	heading string
+	body    []string // the lines after the heading's
+}
+
+type document struct {
+	preamble []string
+	sections []section
+}
+
+func splitSections(md string) *document {
+	d := &document{}
+	for _, line := range strings.Split(strings.TrimRight(md, "\n"), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			d.sections = append(d.sections, section{heading: h})
+			continue
+		}
+		if len(d.sections) == 0 {
+			d.preamble = append(d.preamble, line)
+		} else {
+			s := &d.sections[len(d.sections)-1]
+			s.body = append(s.body, line)
+		}
+	}
+	return d
+}
+
+func (d *document) find(heading string) int {
+	return slices.IndexFunc(d.sections, func(s section) bool { return s.heading == heading })
+}
+
+// afterLastDB is the index after the last database section, or after the
+// targets if there is none.
+func (d *document) afterLastDB() int {
+	at := d.find("Targets") + 1
+	for i, s := range d.sections {
+		if isDBHeading(s.heading) {
+			at = i + 1
+		}
+	}
+	return at
+}
+
+func (d *document) insert(i int, s section) {
+	d.sections = slices.Insert(d.sections, i, section{heading: s.heading, body: slices.Clone(s.body)})
+}
+
+func (d *document) String() string {
+	var b strings.Builder
+	for _, line := range d.preamble {
+		b.WriteString(line + "\n")
+	}
+	for _, s := range d.sections {
+		b.WriteString("## " + s.heading + "\n")
+		for _, line := range s.body {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// rowOf reports whether line is a table row whose first cell is one of
+// titles.
+func rowOf(line string, titles []string) bool {
+	for _, t := range titles {
+		if strings.HasPrefix(line, "| "+t+" |") {
+			return true
+		}
+	}
+	return false
+}
+
+// mergeRows returns body without its table rows for titles, and with
+// fresh's rows for them after its table's last row.
+func mergeRows(body, fresh []string, titles []string) []string {
+	kept := slices.DeleteFunc(slices.Clone(body), func(l string) bool { return rowOf(l, titles) })
+	var rows []string
+	for _, l := range fresh {
+		if rowOf(l, titles) {
+			rows = append(rows, l)
+		}
+	}
+	last := -1
+	for i, l := range kept {
+		if strings.HasPrefix(l, "|") {
+			last = i
+		}
+	}
+	if last < 0 {
+		return append(kept, rows...)
+	}
+	return slices.Insert(kept, last+1, rows...)
+}
+
+// mergeNotePrefix opens the paragraph that says where merged databases'
+// figures come from.
+const mergeNotePrefix = "**Merged from a run of their own:** "
+
+// withMergeNote returns preamble with a paragraph, after the one that says
+// how the report was generated, that says how fresh's databases were
+// measured, in place of an earlier one for the same databases.
+func withMergeNote(preamble, fresh []string, titles []string) []string {
+	var generated, machine string
+	for _, l := range fresh {
+		if strings.HasPrefix(l, "Generated by ") {
+			generated = strings.TrimPrefix(l, "Generated by ")
+		}
+		if strings.HasPrefix(l, "**Machine:** ") {
+			machine = strings.TrimPrefix(l, "**Machine:** ")
+		}
+	}
+	names := "`" + strings.Join(titles, "`, `") + "`"
+	note := mergeNotePrefix + "the rows and sections of " + names + " were generated by " + generated +
+		" Machine of that run: " + machine + " They were spliced into this report by `-merge`, which leaves the other " +
+		"databases' figures and the chart as they were."
+	out := slices.DeleteFunc(slices.Clone(preamble), func(l string) bool {
+		return strings.HasPrefix(l, mergeNotePrefix+"the rows and sections of "+names+" ")
+	})
+	// Drop the blank line a removed note leaves doubled.
+	out = slices.CompactFunc(out, func(a, b string) bool { return a == "" && b == "" })
+	at := slices.IndexFunc(out, func(l string) bool { return strings.HasPrefix(l, "Generated by ") })
+	if at < 0 {
+		at = len(out) - 1
+	}
+	return slices.Insert(out, at+1, "", note)
+}
