@@ -40,8 +40,8 @@ import (
 // errors.ErrUnsupported, where the store lacks it.
 //
 // PostgresStore and SQLiteStore implement the Store and every capability
-// (LookupStore from schema version 2) but PgxTxStore (PostgreSQL only) and CloseNotifier (PostgreSQL only);
-// package memstore is a small in-memory implementation to copy from; and
+// (LookupStore from schema version 2) but PgxTxStore and CloseNotifier,
+// which only PostgresStore has; package memstore is a small in-memory implementation to copy from; and
 // package jobstest is the conformance suite that proves an implementation,
 // running the cases of each capability the store has.
 type Store interface {
