@@ -41,9 +41,10 @@ import (
 //
 // PostgresStore and SQLiteStore implement the Store and every capability
 // (LookupStore from schema version 2) but PgxTxStore and CloseNotifier,
-// which only PostgresStore has; package memstore is a small in-memory implementation to copy from; and
-// package jobstest is the conformance suite that proves an implementation,
-// running the cases of each capability the store has.
+// which only PostgresStore has. Package memstore is a small in-memory
+// implementation to copy from, and package jobstest the conformance suite
+// that proves an implementation, running the cases of each capability the
+// store has.
 type Store interface {
 	// Jobs.
 
